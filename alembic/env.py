@@ -1,0 +1,40 @@
+"""Alembic environment: the URL comes from DATABASE_URL (or an explicit config option)."""
+
+from logging.config import fileConfig
+
+from alembic import context
+from sqlalchemy import create_engine, pool
+
+from models import Base
+from tasks.settings import get_settings, sqlalchemy_url
+
+config = context.config
+if config.config_file_name is not None and config.attributes.get("configure_logger", True):
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
+
+target_metadata = Base.metadata
+
+
+def database_url() -> str:
+    return sqlalchemy_url(config.get_main_option("sqlalchemy.url") or get_settings().database_url)
+
+
+def run_migrations_offline() -> None:
+    context.configure(url=database_url(), target_metadata=target_metadata, literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    engine = create_engine(database_url(), poolclass=pool.NullPool)
+    with engine.connect() as connection:
+        context.configure(connection=connection, target_metadata=target_metadata, compare_type=True)
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

@@ -1,0 +1,1 @@
+"""Switchyard's execution plane: the durable engine on Celery workers and beat."""

@@ -1,0 +1,73 @@
+"""Switchyard's exception tree: one root, retry semantics declared by type.
+
+`JobInterrupt` and its kin derive from BaseException on purpose: a handler's
+`except Exception` must not swallow a cancel, a suspension or a shutdown.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+
+class SwitchyardError(Exception):
+    """Root of every error Switchyard raises on purpose."""
+
+
+class RetryableError(SwitchyardError):
+    """The attempt failed for a passing reason; retry with backoff while attempts remain.
+
+    `delay` overrides the computed backoff (e.g. a provider's Retry-After);
+    `count_attempt=False` gives the attempt back (rate limits are not failures).
+    """
+
+    def __init__(self, message: str, *, delay: float | None = None, count_attempt: bool = True):
+        super().__init__(message)
+        self.delay = delay
+        self.count_attempt = count_attempt
+
+
+class PermanentError(SwitchyardError):
+    """Retrying cannot help: the job fails now."""
+
+
+class NonDeterministicStep(PermanentError):
+    """The handler called its steps in a different order than the recorded run."""
+
+
+class UnknownJobType(PermanentError):
+    pass
+
+
+class InvalidPayload(PermanentError):
+    def __init__(self, message: str, *, details: dict | None = None):
+        super().__init__(message)
+        self.details = details or {}
+
+
+class JobTimeout(PermanentError):
+    pass
+
+
+class JobInterrupt(BaseException):  # noqa: N818 - control flow, not an error
+    """Stops a handler at a step boundary; the runner decides what becomes of the job."""
+
+
+class CancelRequested(JobInterrupt):
+    pass
+
+
+class LostOwnership(JobInterrupt):
+    """The row no longer says this worker runs this attempt (reclaimed, canceled, timed out)."""
+
+
+class ShutdownRequested(JobInterrupt):
+    """The worker is stopping and the grace period is over: give the job back."""
+
+
+class Suspend(JobInterrupt):
+    """Park the job in `waiting` until its children finish or its timer comes due."""
+
+    def __init__(self, reason: str, *, wake_at: datetime | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.wake_at = wake_at

@@ -1,0 +1,117 @@
+"""Every setting Switchyard reads from the environment, in one place, typed.
+
+Nothing here does I/O at import: `get_settings()` reads the environment once,
+on first use, and fails loudly on a value it cannot parse.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value Switchyard cannot use."""
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, "").strip() or default
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise SettingsError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
+    if value < minimum:
+        raise SettingsError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"0", "false", "no", "off"}:
+        return False
+    raise SettingsError(f"{name} must be a boolean (true/false), got {raw!r}")
+
+
+def sqlalchemy_url(url: str) -> str:
+    """Pin the psycopg 3 driver whatever spelling of a PostgreSQL URL we are given."""
+    for prefix in ("postgresql+psycopg2://", "postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def libpq_url(url: str) -> str:
+    """The same URL as libpq (and psycopg.connect) wants it: no SQLAlchemy driver suffix."""
+    scheme, sep, rest = url.partition("://")
+    return f"postgresql://{rest}" if sep and scheme.startswith("postgres") else url
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str
+    broker_url: str
+    data_dir: Path
+    heartbeat_seconds: float
+    stale_after_seconds: float
+    sweep_seconds: float
+    shutdown_grace_seconds: float
+    redispatch_after_seconds: float
+    prefetch_multiplier: int
+    worker_concurrency: int
+    worker_pool: str
+    log_level: str
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        return sqlalchemy_url(self.database_url)
+
+    @property
+    def libpq_url(self) -> str:
+        return libpq_url(self.database_url)
+
+
+DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/switchyard"
+DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings(
+        database_url=env_str("DATABASE_URL", DEFAULT_DATABASE_URL),
+        broker_url=env_str("BROKER_URL", DEFAULT_BROKER_URL),
+        data_dir=Path(env_str("SWITCHYARD_DATA_DIR", "./.switchyard")),
+        heartbeat_seconds=env_float("SWITCHYARD_HEARTBEAT_SECONDS", 10.0, minimum=0.1),
+        stale_after_seconds=env_float("SWITCHYARD_STALE_AFTER_SECONDS", 60.0, minimum=0.5),
+        sweep_seconds=env_float("SWITCHYARD_SWEEP_SECONDS", 5.0, minimum=0.1),
+        shutdown_grace_seconds=env_float("SWITCHYARD_SHUTDOWN_GRACE_SECONDS", 20.0),
+        redispatch_after_seconds=env_float("SWITCHYARD_REDISPATCH_AFTER_SECONDS", 60.0, minimum=1),
+        prefetch_multiplier=env_int("SWITCHYARD_PREFETCH_MULTIPLIER", 4, minimum=1),
+        worker_concurrency=env_int("SWITCHYARD_WORKER_CONCURRENCY", 8, minimum=1),
+        worker_pool=env_str("SWITCHYARD_WORKER_POOL", "threads"),
+        log_level=env_str("SWITCHYARD_LOG_LEVEL", "INFO").upper(),
+    )

@@ -18,10 +18,11 @@ from sqlalchemy import (
     SmallInteger,
     Text,
     UniqueConstraint,
+    Uuid,
     func,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 SYSTEM_PROJECT_ID = uuid.UUID("00000000-0000-0000-0000-000000000000")
@@ -108,6 +109,8 @@ class AgentJob(Base):
     timeout_seconds: Mapped[int | None] = mapped_column(Integer)
     # A suspended job's timer (ctx.sleep) and when its wake-up was last published.
     wake_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The children a suspended job waits for (ctx.wait).
+    wait_for: Mapped[list[uuid.UUID] | None] = mapped_column(ARRAY(Uuid))
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = _now_column()
     updated_at: Mapped[datetime] = _now_column()

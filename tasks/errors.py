@@ -48,7 +48,7 @@ class JobTimeout(PermanentError):
     pass
 
 
-class JobInterrupt(BaseException):  # noqa: N818 - control flow, not an error
+class JobInterrupt(BaseException):
     """Stops a handler at a step boundary; the runner decides what becomes of the job."""
 
 
@@ -67,7 +67,9 @@ class ShutdownRequested(JobInterrupt):
 class Suspend(JobInterrupt):
     """Park the job in `waiting` until its children finish or its timer comes due."""
 
-    def __init__(self, reason: str, *, wake_at: datetime | None = None):
+    def __init__(self, reason: str, *, wake_at: datetime | None = None,
+                 wait_for: list[str] | None = None):
         super().__init__(reason)
         self.reason = reason
         self.wake_at = wake_at
+        self.wait_for = wait_for

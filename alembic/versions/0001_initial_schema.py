@@ -98,6 +98,7 @@ def upgrade() -> None:
     sa.Column('cancel_requested', sa.Boolean(), server_default=sa.text('false'), nullable=False),
     sa.Column('timeout_seconds', sa.Integer(), nullable=True),
     sa.Column('wake_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('wait_for', postgresql.ARRAY(sa.Uuid()), nullable=True),
     sa.Column('dispatched_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
     sa.Column('updated_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),

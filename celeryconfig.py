@@ -1,0 +1,58 @@
+"""Celery settings, every one from the environment (via tasks.settings) with sane defaults.
+
+The broker only carries wake-ups (`tasks.run_job(job_id)`); PostgreSQL is the
+truth, so no result backend is configured and losing the broker loses nothing.
+"""
+
+from kombu import Queue
+
+from tasks.queues import QUEUES
+from tasks.settings import env_float, env_int, get_settings
+
+_settings = get_settings()
+
+broker_url = _settings.broker_url
+broker_connection_retry_on_startup = True
+broker_pool_limit = env_int("CELERY_BROKER_POOL_LIMIT", 10)
+broker_transport_options = {
+    # Redis: one list per priority level, popped highest first (see tasks.queues).
+    "priority_steps": list(range(10)),
+    "sep": ":",
+    "queue_order_strategy": "priority",
+    # A message unacked this long is redelivered; the recovery sweeps usually act first.
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1),
+}
+
+task_serializer = "json"
+accept_content = ["json"]
+task_ignore_result = True
+result_backend = None
+task_acks_late = True
+task_reject_on_worker_lost = True
+task_track_started = False
+
+task_default_queue = "default"
+task_queue_max_priority = 9
+task_default_priority = 4  # tasks.queues.broker_priority(5) on Redis
+task_queues = [
+    Queue(name, routing_key=name, queue_arguments={"x-max-priority": 9}) for name in QUEUES
+]
+task_routes = {"tasks.sweep": {"queue": "sweeps"}}
+
+worker_prefetch_multiplier = _settings.prefetch_multiplier
+worker_concurrency = _settings.worker_concurrency
+worker_pool = _settings.worker_pool
+worker_hijack_root_logger = False
+worker_send_task_events = False
+# A warm shutdown waits for running jobs; the engine gives them back itself
+# after SWITCHYARD_SHUTDOWN_GRACE_SECONDS (see tasks.lifecycle).
+worker_soft_shutdown_timeout = _settings.shutdown_grace_seconds + 5
+
+beat_schedule = {
+    "switchyard-sweeps": {
+        "task": "tasks.sweep",
+        "schedule": _settings.sweep_seconds,
+        "options": {"queue": "sweeps", "expires": max(_settings.sweep_seconds * 2, 1.0)},
+    },
+}
+beat_max_loop_interval = env_float("CELERY_BEAT_MAX_LOOP_INTERVAL", 5.0, minimum=0.1)

@@ -1,0 +1,173 @@
+"""The handler's view of its job: checkpointed steps, events, children, waits and timers.
+
+Replay is the heart of it: a step recorded as completed returns its stored
+output instead of running again, so a job can be retried, reclaimed after a
+crash or resumed after a wait and pick up exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from tasks import lifecycle, pg, store
+from tasks.errors import (
+    CancelRequested,
+    JobTimeout,
+    LostOwnership,
+    NonDeterministicStep,
+    PermanentError,
+    ShutdownRequested,
+    Suspend,
+)
+from tasks.events import STEP_COMPLETED, STEP_FAILED, STEP_STARTED, step_data, step_message
+from tasks.status import TERMINAL, JobStatus
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    id: str
+    job_type: str
+    status: str
+    result: Any
+    error: str | None
+
+
+def to_json(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise PermanentError(f"{what} is not JSON-serialisable: {exc}") from None
+
+
+class JobContext:
+    def __init__(self, job: store.ClaimedJob, worker: str):
+        self.job_id = job.id
+        self.project_id = job.project_id
+        self.job_type = job.job_type
+        self.attempt = job.attempt
+        self.max_attempts = job.max_attempts
+        self.owner = store.Owner(job.id, worker, job.attempt)
+        self._recorded = job.steps
+        self._seq = 0
+        self._counters: dict[str, int] = {}
+        self.pending: store.PendingStep | None = None
+        self._deadline = time.monotonic() + job.timeout_seconds if job.timeout_seconds else None
+
+    @property
+    def replaying(self) -> bool:
+        """True while the handler is re-walking steps a previous run already completed."""
+        return self._seq < len(self._recorded) and self._recorded[self._seq].status == "completed"
+
+    def step(self, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        index = self._seq
+        self._seq += 1
+        seq = index + 1  # steps are numbered from 1, as people count them
+        if index < len(self._recorded):
+            recorded = self._recorded[index]
+            if recorded.name != name:
+                raise NonDeterministicStep(
+                    f"step {seq} is {name!r} in this run but {recorded.name!r} was recorded: "
+                    "handlers must call their steps in the same order every time"
+                )
+            if recorded.status == "completed":
+                return recorded.output
+        self._check_boundary()
+        started = store.event(2, "step", step_message(name, STEP_STARTED),
+                              step_data(name, seq, STEP_STARTED), unless_canceled=True)
+        self._write(seq=seq, name=name, events=[started])
+        try:
+            output = fn(*args, **kwargs)
+        except Exception as exc:
+            self.pending = store.PendingStep(seq, name, STEP_FAILED, error=_describe(exc))
+            raise
+        encoded = to_json(output, f"the output of step {name!r}")
+        self.pending = store.PendingStep(seq, name, STEP_COMPLETED, output=encoded)
+        return json.loads(encoded)
+
+    def log(self, message: str, **data: Any) -> None:
+        self.emit("log", message, data)
+
+    def emit(self, type_: str, message: str, data: dict[str, Any] | None = None) -> None:
+        """Append an event to the job's feed. Skipped while replaying, so replays add no noise."""
+        if self.replaying:
+            return
+        self._write(events=[store.event(2, type_, message, to_json(data or {}, "event data"))])
+
+    def spawn(self, job_type: str, payload: dict[str, Any], **options: Any) -> str:
+        """Enqueue a child once per parent and position; returns its id."""
+        from tasks.enqueue import EnqueueRequest, enqueue
+
+        n = self._next("spawn")
+
+        def create() -> str:
+            req = EnqueueRequest(project_id=self.project_id, job_type=job_type, payload=payload,
+                                 idempotency_key=f"child:{self.job_id}:{n}",
+                                 parent_job_id=self.job_id, **options)
+            return str(enqueue(req).job_id)
+
+        return self.step(f"spawn:{job_type}:{n}", create)
+
+    def wait(self, child_ids: list[str]) -> list[ChildOutcome]:
+        """Return the children's outcomes once all are terminal; until then suspend the job."""
+        rows = pg.fetch(
+            "SELECT id, job_type, status, result, last_error FROM agent_jobs "
+            "WHERE id = ANY(%s::uuid[]) AND parent_job_id = %s",
+            ([str(c) for c in child_ids], self.job_id),
+        )
+        by_id = {str(r[0]): r for r in rows}
+        missing = [c for c in child_ids if str(c) not in by_id]
+        if missing:
+            raise PermanentError(f"wait(): {missing} are not children of this job")
+        if any(JobStatus(by_id[str(c)][2]) not in TERMINAL for c in child_ids):
+            raise Suspend("children", wait_for=[str(c) for c in child_ids])
+        return [ChildOutcome(str(r[0]), r[1], r[2], r[3], r[4])
+                for r in (by_id[str(c)] for c in child_ids)]
+
+    def sleep(self, seconds: float) -> None:
+        """A durable timer: the job leaves the worker and comes back when it is due."""
+        n = self._next("sleep")
+        due = self.step(f"sleep:{n}",
+                        lambda: (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat())
+        wake_at = datetime.fromisoformat(due)
+        if wake_at > datetime.now(UTC):
+            raise Suspend("timer", wake_at=wake_at)
+
+    def _next(self, counter: str) -> int:
+        n = self._counters.get(counter, 0)
+        self._counters[counter] = n + 1
+        return n
+
+    def _check_boundary(self) -> None:
+        if lifecycle.grace_expired():
+            raise ShutdownRequested("worker shutting down")
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            raise JobTimeout("the job ran past its timeout_seconds")
+
+    def _write(self, *, seq: int | None = None, name: str | None = None,
+               events: list[dict]) -> None:
+        cancel = store.checkpoint(self.owner, self.pending, seq=seq, name=name,
+                                  events=self.pending_step_event() + events)
+        self.pending = None
+        if cancel is None:
+            raise LostOwnership(f"job {self.job_id} attempt {self.attempt} is no longer ours")
+        if cancel:
+            raise CancelRequested("cancel requested")
+
+    def pending_step_event(self) -> list[dict]:
+        p = self.pending
+        if p is None:
+            return []
+        return [store.event(1, "step", step_message(p.name, p.status),
+                            step_data(p.name, p.seq, p.status))]
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,37 @@
+"""Publishing wake-ups: `tasks.run_job(job_id)` on the job's queue with its priority.
+
+Always called after the commit that made the job runnable; a wake-up that is
+lost (broker down, process killed in between) is re-sent by the dispatch sweep.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from tasks.celery_app import RUN_JOB, app
+from tasks.queues import broker_priority
+from tasks.settings import get_settings
+
+log = logging.getLogger(__name__)
+
+
+def dispatch(job_id: uuid.UUID | str, queue: str, priority: int,
+             countdown: float | None = None) -> None:
+    app.send_task(
+        RUN_JOB, args=(str(job_id),), queue=queue, routing_key=queue,
+        priority=broker_priority(priority, get_settings().broker_url),
+        countdown=countdown if countdown and countdown > 0 else None,
+    )
+
+
+def dispatch_quietly(job_id: uuid.UUID | str, queue: str, priority: int,
+                     countdown: float | None = None) -> bool:
+    """Publish, but never fail the caller: the job row is committed and the sweep will re-send."""
+    try:
+        dispatch(job_id, queue, priority, countdown)
+        return True
+    except Exception:
+        log.warning("publish failed; the dispatch sweep will re-send",
+                    extra={"action": "publish_failed", "job_id": str(job_id)}, exc_info=True)
+        return False

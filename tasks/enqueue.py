@@ -1,0 +1,115 @@
+"""Idempotent, race-safe enqueue: insert the row and its event in one statement, then publish."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from tasks import pg, registry
+from tasks.dispatch import dispatch_quietly
+from tasks.errors import InvalidPayload, SwitchyardError
+from tasks.events import status_data
+from tasks.queues import DEFAULT_PRIORITY, MAX_PRIORITY
+from tasks.status import JobStatus
+
+
+class ProjectNotFound(SwitchyardError):
+    pass
+
+
+@dataclass(frozen=True)
+class EnqueueRequest:
+    project_id: uuid.UUID | str
+    job_type: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    idempotency_key: str | None = None
+    priority: int | None = None
+    run_after: datetime | None = None
+    max_attempts: int | None = None
+    parent_job_id: uuid.UUID | str | None = None
+    concurrency_key: str | None = None
+    concurrency_limit: int = 1
+    timeout_seconds: int | None = None
+    agent_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    job_id: uuid.UUID
+    status: str
+    created: bool
+
+
+_QUEUED_EVENT = status_data(JobStatus.QUEUED, None)
+
+INSERT_JOB = f"""
+WITH ins AS (
+    INSERT INTO agent_jobs (id, project_id, job_type, agent_key, queue, priority, payload,
+        idempotency_key, run_after, max_attempts, parent_job_id, concurrency_key,
+        concurrency_limit, timeout_seconds, dispatched_at)
+    VALUES (%(id)s, %(project_id)s, %(job_type)s, %(agent_key)s, %(queue)s, %(priority)s,
+        %(payload)s::jsonb, %(key)s, COALESCE(%(run_after)s::timestamptz, now()), %(max_attempts)s,
+        %(parent)s::uuid, %(ckey)s::text, %(climit)s, %(timeout)s::int,
+        CASE WHEN %(run_after)s::timestamptz IS NULL OR %(run_after)s::timestamptz <= now()
+             THEN now() END)
+    ON CONFLICT (project_id, idempotency_key) DO NOTHING
+    RETURNING id, project_id, dispatched_at IS NOT NULL AS due
+), ev AS (
+    INSERT INTO agent_job_events (job_id, project_id, type, message, data)
+    SELECT id, project_id, 'status', 'queued', '{_QUEUED_EVENT}'::jsonb FROM ins
+)
+SELECT id, 'queued', true, due FROM ins
+"""
+
+SELECT_BY_KEY = """
+SELECT id, status, false, false FROM agent_jobs WHERE project_id = %s AND idempotency_key = %s
+"""
+
+
+def _validate(req: EnqueueRequest) -> tuple[registry.JobType, str]:
+    job_type = registry.get(req.job_type)
+    payload = job_type.parse(req.payload).model_dump(mode="json")
+    if req.priority is not None and not 0 <= req.priority <= MAX_PRIORITY:
+        raise InvalidPayload("priority must be between 0 and 9", details={"field": "priority"})
+    if req.max_attempts is not None and not 1 <= req.max_attempts <= 100:
+        raise InvalidPayload("max_attempts must be between 1 and 100",
+                             details={"field": "max_attempts"})
+    if req.concurrency_limit < 1:
+        raise InvalidPayload("concurrency_limit must be >= 1",
+                             details={"field": "concurrency_limit"})
+    return job_type, json.dumps(payload)
+
+
+def enqueue(req: EnqueueRequest, *, publish: bool = True) -> Enqueued:
+    """Create the job once per (project, key); publish its wake-up after the commit."""
+    job_type, payload = _validate(req)
+    key = req.idempotency_key or f"auto:{uuid.uuid4()}"
+    priority = DEFAULT_PRIORITY if req.priority is None else req.priority
+    params = {
+        "id": uuid.uuid4(), "project_id": req.project_id, "job_type": job_type.name,
+        "agent_key": req.agent_key, "queue": job_type.queue, "priority": priority,
+        "payload": payload, "key": key, "run_after": req.run_after,
+        "max_attempts": req.max_attempts or job_type.max_attempts,
+        "parent": req.parent_job_id, "ckey": req.concurrency_key,
+        "climit": req.concurrency_limit,
+        "timeout": req.timeout_seconds or job_type.timeout_seconds,
+    }
+    try:
+        row = pg.fetch_one(INSERT_JOB, params)
+    except psycopg.errors.ForeignKeyViolation:
+        raise ProjectNotFound(f"project {req.project_id} does not exist") from None
+    if row is None:
+        # Lost the race to a concurrent insert with the same key: read its row
+        # (a new statement, so a new snapshot that sees the winner's commit).
+        row = pg.fetch_one(SELECT_BY_KEY, (req.project_id, key))
+        if row is None:
+            raise RuntimeError(f"job with key {key!r} neither inserted nor found")
+    job_id, status, created, due = row
+    if created and due and publish:
+        dispatch_quietly(job_id, job_type.queue, priority)
+    return Enqueued(job_id=job_id, status=status, created=created)

@@ -1,0 +1,48 @@
+"""`system.canary`: a health probe users can run, and the workload of tests and benchmarks."""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tasks.errors import RetryableError
+from tasks.registry import JobType, register
+from tasks.retry import RetryPolicy
+
+
+class CanaryPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int = Field(3, ge=1, le=1000)
+    step_seconds: float = Field(0.0, ge=0, le=60)
+    fail_first_attempts: int = Field(0, ge=0, le=100)
+
+
+def _step(n: int, seconds: float, fail: bool) -> dict[str, int]:
+    if seconds:
+        time.sleep(seconds)
+    if fail:
+        raise RetryableError(f"canary step-{n} failing on purpose (fail_first_attempts)")
+    return {"n": n}
+
+
+def handle(ctx, payload: CanaryPayload) -> dict[str, int]:
+    failing = ctx.attempt <= payload.fail_first_attempts
+    for n in range(1, payload.steps + 1):
+        # The last step is the one that fails, so a retry shows replay at work:
+        # every earlier step comes back from the database without running.
+        ctx.step(f"step-{n}", _step, n, payload.step_seconds, failing and n == payload.steps)
+    return {"steps": payload.steps, "attempt": ctx.attempt}
+
+
+JOB_TYPE = register(
+    JobType(
+        name="system.canary",
+        payload_model=CanaryPayload,
+        handle=handle,
+        queue="default",
+        max_attempts=5,
+        retry_policy=RetryPolicy(base_seconds=0.2, factor=2.0, max_seconds=5.0),
+    )
+)

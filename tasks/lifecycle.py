@@ -1,0 +1,125 @@
+"""A worker process's life: its identity, its heartbeat, and its graceful shutdown.
+
+The heartbeat is one statement per interval for all of the process's running
+jobs (the stale-job sweep reads it), plus a row in `worker_heartbeats` for the
+monitor. On SIGTERM the process stops claiming, lets running jobs go on for
+SWITCHYARD_SHUTDOWN_GRACE_SECONDS, then hands them back at their next step
+boundary; whatever is still locked when the process exits goes back to queued.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+
+from tasks import pg
+from tasks.settings import get_settings
+from tasks.status import JobStatus, guard
+
+log = logging.getLogger(__name__)
+
+_state = {"pid": 0, "worker": "", "queues": []}
+_shutdown_at: float | None = None
+_stop = threading.Event()
+_lock = threading.Lock()
+
+
+def worker_id() -> str:
+    """hostname:pid, unique per process; `locked_by` on every job this process runs."""
+    if _state["pid"] != os.getpid():
+        _state["pid"], _state["worker"] = os.getpid(), f"{socket.gethostname()}:{os.getpid()}"
+    return str(_state["worker"])
+
+
+def request_shutdown() -> None:
+    global _shutdown_at
+    if _shutdown_at is None:
+        _shutdown_at = time.monotonic()
+        log.info("shutdown requested", extra={"action": "shutdown_requested"})
+
+
+def shutting_down() -> bool:
+    return _shutdown_at is not None
+
+
+def grace_expired() -> bool:
+    return (_shutdown_at is not None
+            and time.monotonic() - _shutdown_at >= get_settings().shutdown_grace_seconds)
+
+
+HEARTBEAT = """
+WITH beat AS (
+    UPDATE agent_jobs SET heartbeat_at = now()
+    WHERE status = 'running' AND locked_by = %(worker)s RETURNING 1
+)
+INSERT INTO worker_heartbeats (worker, hostname, pid, queues, running, last_seen_at)
+VALUES (%(worker)s, %(host)s, %(pid)s, %(queues)s::jsonb, (SELECT count(*) FROM beat), now())
+ON CONFLICT (worker) DO UPDATE SET last_seen_at = now(), running = EXCLUDED.running,
+    queues = EXCLUDED.queues, stopped_at = NULL
+"""
+
+
+def beat_once() -> None:
+    pg.fetch(HEARTBEAT, {"worker": worker_id(), "host": socket.gethostname(),
+                         "pid": os.getpid(), "queues": json.dumps(_state["queues"])})
+
+
+def _beat_forever() -> None:
+    interval = get_settings().heartbeat_seconds
+    while not _stop.wait(interval):
+        try:
+            beat_once()
+        except Exception:
+            log.warning("heartbeat failed", extra={"action": "heartbeat_failed"}, exc_info=True)
+
+
+def start_heartbeat(queues: list[str] | None = None) -> None:
+    """Start this process's heartbeat thread once (safe to call on every task)."""
+    with _lock:
+        if queues is not None:
+            _state["queues"] = sorted(queues)
+        if _state.get("beating") == os.getpid():
+            return
+        _state["beating"] = os.getpid()
+        _stop.clear()
+    try:
+        beat_once()
+    except Exception:
+        log.warning("first heartbeat failed", exc_info=True)
+    threading.Thread(target=_beat_forever, name="switchyard-heartbeat", daemon=True).start()
+
+
+RELEASE = f"""
+WITH released AS (
+    UPDATE agent_jobs SET status = 'queued', attempts = attempts - 1, run_after = now(),
+        dispatched_at = now(), updated_at = now()
+    WHERE {guard(JobStatus.RUNNING, JobStatus.QUEUED)} AND locked_by = %(worker)s
+    RETURNING id, project_id, queue, priority
+), steps AS (
+    UPDATE job_steps SET status = 'failed', error = 'worker shut down', finished_at = now()
+    WHERE job_id IN (SELECT id FROM released) AND status = 'running'
+), ev AS (
+    INSERT INTO agent_job_events (job_id, project_id, type, message, data)
+    SELECT id, project_id, 'status', 'queued',
+           '{{"status": "queued", "from": "running", "reason": "worker shutdown"}}'::jsonb
+    FROM released
+), gone AS (
+    UPDATE worker_heartbeats SET stopped_at = now(), running = 0 WHERE worker = %(worker)s
+)
+SELECT id, queue, priority FROM released
+"""
+
+
+def release_all() -> list[tuple]:
+    """At process exit: give every job this process still holds back to the queue."""
+    _stop.set()
+    try:
+        return pg.fetch(RELEASE, {"worker": worker_id()})
+    except Exception:
+        log.warning("could not release jobs at shutdown; the stale sweep will",
+                    extra={"action": "release_failed"}, exc_info=True)
+        return []

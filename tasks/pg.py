@@ -1,0 +1,78 @@
+"""The hot path's database access: one persistent psycopg connection per thread.
+
+Autocommit plus single-statement CTEs means one round trip is one commit, and
+`prepare_threshold=0` makes every statement a server-side prepared statement
+from its first use. A broken connection is dropped and the error re-raised;
+the next call reconnects.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+
+from tasks.settings import get_settings
+
+_local = threading.local()
+# Connections inherited across fork() must not be closed by the child (that
+# would end the parent's session), so they are parked here instead.
+_inherited: list[psycopg.Connection] = []
+
+Params = dict[str, Any] | Sequence[Any] | None
+
+
+def connect(url: str | None = None) -> psycopg.Connection:
+    return psycopg.connect(
+        url or get_settings().libpq_url, autocommit=True, prepare_threshold=0,
+        application_name=f"switchyard-{os.getpid()}",
+    )
+
+
+def connection() -> psycopg.Connection:
+    conn: psycopg.Connection | None = getattr(_local, "conn", None)
+    if conn is not None and getattr(_local, "pid", None) != os.getpid():
+        _inherited.append(conn)
+        conn = None
+    if conn is None or conn.closed:
+        conn = connect()
+        _local.conn, _local.pid = conn, os.getpid()
+    return conn
+
+
+def reset() -> None:
+    """Forget this thread's connection (after an error, or in tests after a database restart)."""
+    conn: psycopg.Connection | None = getattr(_local, "conn", None)
+    _local.conn = None
+    if conn is not None and getattr(_local, "pid", None) == os.getpid():
+        conn.close()
+
+
+def fetch(sql: str, params: Params = None) -> list[tuple[Any, ...]]:
+    try:
+        cur = connection().execute(sql, params)  # type: ignore[arg-type]
+        return cur.fetchall() if cur.description else []
+    except psycopg.OperationalError:
+        reset()
+        raise
+
+
+def fetch_one(sql: str, params: Params = None) -> tuple[Any, ...] | None:
+    rows = fetch(sql, params)
+    return rows[0] if rows else None
+
+
+@contextmanager
+def transaction() -> Iterator[psycopg.Connection]:
+    """An explicit multi-statement transaction on this thread's connection."""
+    conn = connection()
+    try:
+        with conn.transaction():
+            yield conn
+    except psycopg.OperationalError:
+        reset()
+        raise

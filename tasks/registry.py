@@ -1,0 +1,73 @@
+"""Job types: name -> payload model, handler, queue and policy. One registry per process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from tasks.errors import InvalidPayload, UnknownJobType
+from tasks.queues import QUEUES
+from tasks.retry import RetryPolicy
+
+Handler = Callable[[Any, Any], Any]  # (JobContext, validated payload) -> JSON-able result
+
+
+@dataclass(frozen=True)
+class JobType:
+    name: str
+    payload_model: type[BaseModel]
+    handle: Handler
+    queue: str = "default"
+    max_attempts: int = 3
+    timeout_seconds: int | None = None
+    retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def __post_init__(self) -> None:
+        if self.queue not in QUEUES:
+            raise ValueError(f"job type {self.name}: unknown queue {self.queue!r}")
+        if "." not in self.name:
+            raise ValueError(f"job type {self.name!r} must be named domain.action")
+
+    def parse(self, payload: Any) -> BaseModel:
+        """Validate a payload; InvalidPayload names each bad field."""
+        try:
+            return self.payload_model.model_validate(payload)
+        except ValidationError as exc:
+            fields = {
+                ".".join(str(p) for p in err["loc"]) or "payload": err["msg"]
+                for err in exc.errors()
+            }
+            summary = "; ".join(f"{k}: {v}" for k, v in fields.items())
+            raise InvalidPayload(f"invalid payload for {self.name}: {summary}",
+                                 details={"fields": fields}) from None
+
+
+_registry: dict[str, JobType] = {}
+
+
+def register(job_type: JobType) -> JobType:
+    existing = _registry.get(job_type.name)
+    if existing is not None and existing is not job_type:
+        raise ValueError(f"job type {job_type.name} is registered twice")
+    _registry[job_type.name] = job_type
+    return job_type
+
+
+def get(name: str) -> JobType:
+    _load_builtins()
+    try:
+        return _registry[name]
+    except KeyError:
+        raise UnknownJobType(f"unknown job_type {name!r}") from None
+
+
+def names() -> list[str]:
+    _load_builtins()
+    return sorted(_registry)
+
+
+def _load_builtins() -> None:
+    import tasks.handlers  # noqa: F401 - registers the built-in job types on import

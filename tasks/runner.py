@@ -1,0 +1,148 @@
+"""Run one delivery of `tasks.run_job(job_id)`: claim, run the handler, record the outcome."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from tasks import control, lifecycle, registry, store
+from tasks.context import JobContext, to_json
+from tasks.dispatch import dispatch_quietly
+from tasks.errors import (
+    CancelRequested,
+    LostOwnership,
+    ShutdownRequested,
+    Suspend,
+    SwitchyardError,
+)
+from tasks.events import status_data
+from tasks.retry import Fail, Retry, RetryPolicy, decide
+from tasks.status import JobStatus
+
+log = logging.getLogger(__name__)
+S = JobStatus
+
+
+def run_job(job_id: str) -> str:
+    """Returns what became of the delivery, for logs and tests."""
+    worker = lifecycle.worker_id()
+    if lifecycle.shutting_down():
+        # Stop claiming; the row is still queued, so hand the wake-up to another worker.
+        row = store.peek_queue(job_id)
+        if row is not None:
+            dispatch_quietly(job_id, *row)
+        return "deferred"
+    lifecycle.start_heartbeat()
+    job = store.claim(job_id, worker)
+    if job is None:
+        return "skipped"
+    _log("job_claimed", job.id, attempt=job.attempt, job_type=job.job_type)
+    ctx = JobContext(job, worker)
+    try:
+        job_type = registry.get(job.job_type)
+        result = job_type.handle(ctx, job_type.parse(job.payload))
+        encoded = to_json(result, "the handler's result")
+    except Suspend as suspend:
+        return _suspend(ctx, suspend)
+    except CancelRequested:
+        return _cancel(ctx)
+    except ShutdownRequested:
+        return _give_back(ctx)
+    except LostOwnership:
+        _log("ownership_lost", job.id, attempt=job.attempt)
+        return "lost"
+    except Exception as exc:
+        return _failed(ctx, exc)
+    return _complete(ctx, encoded)
+
+
+def _transition(ctx: JobContext, new: JobStatus, **kwargs) -> store.Finished | None:
+    status_event = store.event(3, "status", new.value, status_data(new, S.RUNNING))
+    events = [*ctx.pending_step_event(), status_event]
+    done = store.finish(ctx.owner, new, ctx.pending, events, **kwargs)
+    if done is None:
+        _log("ownership_lost", ctx.job_id, attempt=ctx.attempt)
+    else:
+        _log(f"job_{new.value}", ctx.job_id, attempt=ctx.attempt)
+    return done
+
+
+def _after_terminal(done: store.Finished) -> None:
+    if done.parent_job_id is not None:
+        control.resume_if_ready(done.parent_job_id)
+    if done.concurrency_key is not None:
+        control.wake_next_for_key(done.concurrency_key)
+
+
+def _complete(ctx: JobContext, encoded: str) -> str:
+    done = _transition(ctx, S.COMPLETED, result=encoded)
+    if done is None:
+        return "lost"
+    _after_terminal(done)
+    return "completed"
+
+
+def _failed(ctx: JobContext, exc: Exception) -> str:
+    job_type = _job_type_or_none(ctx.job_type)
+    policy = job_type.retry_policy if job_type else RetryPolicy()
+    decision = decide(ctx.attempt, ctx.max_attempts, exc, policy)
+    error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if not isinstance(exc, SwitchyardError):
+        log.exception("handler raised",
+                      extra={"action": "handler_error", "job_id": str(ctx.job_id)})
+    if isinstance(decision, Retry):
+        done = _transition(ctx, S.QUEUED, error=error, delay=decision.delay,
+                           refund_attempt=not decision.count_attempt)
+        if done is None:
+            return "lost"
+        dispatch_quietly(done.id, done.queue, done.priority, countdown=decision.delay)
+        if done.concurrency_key is not None:
+            control.wake_next_for_key(done.concurrency_key)
+        return "retrying"
+    assert isinstance(decision, Fail)
+    done = _transition(ctx, S.FAILED, error=error)
+    if done is None:
+        return "lost"
+    _after_terminal(done)
+    return "failed"
+
+
+def _suspend(ctx: JobContext, suspend: Suspend) -> str:
+    done = _transition(ctx, S.WAITING, wake_at=suspend.wake_at, wait_for=suspend.wait_for)
+    if done is None:
+        return "lost"
+    # Children may have finished, or the timer come due, before the row said
+    # `waiting`; nobody would wake the job then, so check once more ourselves.
+    control.resume_if_ready(done.id)
+    if done.concurrency_key is not None:
+        control.wake_next_for_key(done.concurrency_key)
+    return "waiting"
+
+
+def _cancel(ctx: JobContext) -> str:
+    done = _transition(ctx, S.CANCELED)
+    if done is None:
+        return "lost"
+    control.cancel_tree(done.id)  # the children go with their parent
+    _after_terminal(done)
+    return "canceled"
+
+
+def _give_back(ctx: JobContext) -> str:
+    done = _transition(ctx, S.QUEUED, delay=0.0, refund_attempt=True)
+    if done is None:
+        return "lost"
+    dispatch_quietly(done.id, done.queue, done.priority)
+    return "requeued"
+
+
+def _job_type_or_none(name: str) -> registry.JobType | None:
+    try:
+        return registry.get(name)
+    except SwitchyardError:
+        return None
+
+
+def _log(action: str, job_id: uuid.UUID | str, **extra: object) -> None:
+    log.info("%s %s", action, job_id, extra={"action": action, "job_id": str(job_id), **extra})
+

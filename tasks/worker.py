@@ -1,0 +1,36 @@
+"""The Celery tasks (thin: ids in, logic in plain modules) and the worker's signal hooks."""
+
+from __future__ import annotations
+
+from celery import signals
+
+from tasks import lifecycle, runner, sweeps
+from tasks.celery_app import RUN_JOB, SWEEP, app
+from tasks.dispatch import dispatch_quietly
+
+
+@app.task(name=RUN_JOB, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_job(job_id: str) -> str:
+    return runner.run_job(job_id)
+
+
+@app.task(name=SWEEP, ignore_result=True)
+def sweep() -> dict[str, int | None]:
+    return sweeps.run_sweeps()
+
+
+@signals.worker_ready.connect
+def _on_worker_ready(sender=None, **_: object) -> None:
+    queues = [q.name for q in sender.app.amqp.queues.consume_from.values()] if sender else []
+    lifecycle.start_heartbeat(queues)
+
+
+@signals.worker_shutting_down.connect
+def _on_shutting_down(**_: object) -> None:
+    lifecycle.request_shutdown()
+
+
+@signals.worker_shutdown.connect
+def _on_shutdown(**_: object) -> None:
+    for job_id, queue, priority in lifecycle.release_all():
+        dispatch_quietly(job_id, queue, priority)

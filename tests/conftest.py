@@ -1,0 +1,114 @@
+"""Shared fixtures: real PostgreSQL, real Redis, a real Celery worker in a thread.
+
+Services come from DATABASE_URL / BROKER_URL when set (CI points them at the
+machine's servers) and are started embedded otherwise. The environment is
+settled in pytest_configure, before any Switchyard module reads its settings.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ("celery.contrib.pytest",)
+
+_services = None
+FAST_TIMINGS = {
+    "SWITCHYARD_HEARTBEAT_SECONDS": "0.5",
+    "SWITCHYARD_STALE_AFTER_SECONDS": "3",
+    "SWITCHYARD_SWEEP_SECONDS": "1",
+    "SWITCHYARD_SHUTDOWN_GRACE_SECONDS": "2",
+    "SWITCHYARD_REDISPATCH_AFTER_SECONDS": "5",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _services
+    from tests.support import services
+
+    tmp = Path(tempfile.mkdtemp(prefix="switchyard-tests-"))
+    _services = services.start(tmp)
+    os.environ["SWITCHYARD_TEST_ADMIN_URL"] = _services.admin_url
+    os.environ["DATABASE_URL"] = _services.database_url
+    os.environ["BROKER_URL"] = _services.broker_url
+    os.environ["SWITCHYARD_DATA_DIR"] = str(tmp / "data")
+    for key, value in FAST_TIMINGS.items():
+        os.environ.setdefault(key, value)
+    from tasks.settings import get_settings
+
+    get_settings.cache_clear()
+    import tests.support.jobtypes  # noqa: F401 - registers the test-only job types
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from tasks import lifecycle
+
+    lifecycle.stop_heartbeat()
+    if _services is not None:
+        _services.stack.close()
+
+
+TABLES = ("agent_job_events, job_steps, agent_jobs, sweep_runs, worker_heartbeats, "
+          "api_tokens, projects, owners")
+
+
+@pytest.fixture
+def db() -> Iterator[None]:
+    """An empty database (but for the system project) and an empty broker."""
+    import redis
+
+    from tasks import pg
+
+    pg.fetch(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+    pg.fetch("INSERT INTO projects (id, owner_id, name, phase) VALUES "
+             "('00000000-0000-0000-0000-000000000000', NULL, 'system', 'system')")
+    redis.Redis.from_url(os.environ["BROKER_URL"]).flushdb()
+    yield
+
+
+@pytest.fixture
+def owner_and_project(db: None) -> tuple[str, str]:
+    from tasks import pg
+
+    owner, project = str(uuid.uuid4()), str(uuid.uuid4())
+    pg.fetch("INSERT INTO owners (id, name) VALUES (%s, %s)", (owner, f"owner-{owner[:8]}"))
+    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'test project')",
+             (project, owner))
+    return owner, project
+
+
+@pytest.fixture
+def project(owner_and_project: tuple[str, str]) -> str:
+    return owner_and_project[1]
+
+
+@pytest.fixture(scope="session")
+def worker() -> Iterator[object]:
+    """A real Celery worker (threads pool) consuming every queue, in this process."""
+    from celery.contrib.testing.worker import start_worker
+
+    from tasks.celery_app import app
+    from tasks.queues import QUEUES
+
+    app.conf.worker_prefetch_multiplier = 1
+    with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False,
+                      loglevel="WARNING", shutdown_timeout=10, queues=list(QUEUES)) as w:
+        yield w
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 15.0,
+               interval: float = 0.05, what: str = "condition") -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)

@@ -2,9 +2,9 @@
 
 from logging.config import fileConfig
 
+from alembic import context
 from sqlalchemy import create_engine, pool
 
-from alembic import context
 from models import Base
 from tasks.settings import get_settings, sqlalchemy_url
 

@@ -1,0 +1,195 @@
+"""`switchyard`: run the system (embedded or against real services) and operate it."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import click
+
+from tasks.settings import get_settings
+
+
+@click.group()
+def main() -> None:
+    """Switchyard: durable jobs for AI agents on Celery and PostgreSQL."""
+
+
+@main.command()
+def migrate() -> None:
+    """Upgrade the database to the newest schema."""
+    from app.migrations import upgrade
+
+    upgrade()
+    click.echo("database is at the newest migration")
+
+
+@main.command()
+@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--threads", default=64, show_default=True, type=int)
+def web(port: int, host: str, threads: int) -> None:
+    """The HTTP control plane on gunicorn's gthread worker (SSE and WebSocket need threads)."""
+    os.execvp(sys.executable, web_command(host, port, threads))
+
+
+@main.command()
+@click.option("--concurrency", "-c", type=int, default=None, help="threads (or processes)")
+@click.option("--queues", "-Q", default=None, help="comma-separated, default: all")
+@click.option("--pool", "-P", default=None, help="threads (default), prefork, solo")
+def worker(concurrency: int | None, queues: str | None, pool: str | None) -> None:
+    """A Celery worker running jobs."""
+    os.execvp(sys.executable, worker_command(concurrency, queues, pool))
+
+
+@main.command()
+def beat() -> None:
+    """Celery beat: the recovery sweeps and the schedules."""
+    os.execvp(sys.executable, beat_command())
+
+
+def web_command(host: str, port: int, threads: int) -> list[str]:
+    return [sys.executable, "-m", "gunicorn", "-k", "gthread", "-w", "1", "--threads",
+            str(threads), "-b", f"{host}:{port}", "--timeout", "60", "--graceful-timeout", "10",
+            "app.web:create_app()"]
+
+
+def worker_command(concurrency: int | None, queues: str | None, pool: str | None) -> list[str]:
+    cmd = [sys.executable, "-m", "celery", "-A", "tasks.celery_app", "worker",
+           "--loglevel", get_settings().log_level]
+    if concurrency:
+        cmd += ["--concurrency", str(concurrency)]
+    if queues:
+        cmd += ["--queues", queues]
+    if pool:
+        cmd += ["--pool", pool]
+    return cmd
+
+
+def beat_command() -> list[str]:
+    schedule = get_settings().data_dir / "celerybeat-schedule"
+    schedule.parent.mkdir(parents=True, exist_ok=True)
+    return [sys.executable, "-m", "celery", "-A", "tasks.celery_app", "beat",
+            "--loglevel", get_settings().log_level, "--schedule", str(schedule)]
+
+
+@main.group()
+def token() -> None:
+    """API tokens: create, list, revoke."""
+
+
+@token.command("create")
+@click.argument("owner")
+def token_create(owner: str) -> None:
+    """Create a token for OWNER (created if new). The token is the last line printed."""
+    from app.tokens import create_token
+
+    with _session() as session:
+        owner_id, secret = create_token(session, owner)
+    click.echo(f"owner {owner} ({owner_id}); keep this token, it is not shown again:")
+    click.echo(secret)
+
+
+@token.command("list")
+def token_list() -> None:
+    from app.tokens import list_tokens
+
+    with _session() as session:
+        for t in list_tokens(session):
+            state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
+            click.echo(f"{t.id}  {t.prefix}…  {t.owner:<20} {state}")
+
+
+@token.command("revoke")
+@click.argument("token_id_or_prefix")
+def token_revoke(token_id_or_prefix: str) -> None:
+    from app.tokens import revoke_token
+
+    with _session() as session:
+        n = revoke_token(session, token_id_or_prefix)
+    if not n:
+        raise click.ClickException("no active token matches")
+    click.echo(f"revoked {n} token(s)")
+
+
+@main.command()
+@click.argument("project")
+@click.argument("job_type")
+@click.option("--payload", default="{}", help="JSON object")
+@click.option("--key", default=None, help="idempotency key")
+@click.option("--priority", type=click.IntRange(0, 9), default=None)
+def enqueue(project: str, job_type: str, payload: str, key: str | None,
+            priority: int | None) -> None:
+    """Enqueue a job (the system project is 00000000-0000-0000-0000-000000000000)."""
+    from tasks.enqueue import EnqueueRequest
+    from tasks.enqueue import enqueue as do_enqueue
+    from tasks.errors import SwitchyardError
+
+    try:
+        body = json.loads(payload)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from None
+    try:
+        result = do_enqueue(EnqueueRequest(project_id=project, job_type=job_type, payload=body,
+                                           idempotency_key=key, priority=priority))
+    except SwitchyardError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{result.job_id} {'created' if result.created else 'existing'} {result.status}")
+
+
+@main.command()
+@click.option("--project", default=None)
+@click.option("--status", default=None)
+@click.option("--limit", default=20, show_default=True)
+def jobs(project: str | None, status: str | None, limit: int) -> None:
+    """The newest jobs."""
+    from tasks import pg
+
+    rows = pg.fetch(
+        "SELECT id, job_type, status, attempts, created_at FROM agent_jobs "
+        "WHERE (%(p)s::uuid IS NULL OR project_id = %(p)s::uuid) "
+        "AND (%(s)s::text IS NULL OR status = %(s)s::text) "
+        "ORDER BY created_at DESC LIMIT %(n)s", {"p": project, "s": status, "n": limit})
+    for jid, jtype, st, attempts, created in rows:
+        click.echo(f"{jid}  {jtype:<28} {st:<10} attempts={attempts}  {created:%H:%M:%S}")
+
+
+@main.command()
+@click.argument("job_id")
+def tail(job_id: str) -> None:
+    """Follow a job's events until it ends."""
+    from tasks import pg
+    from tasks.status import TERMINAL, JobStatus
+
+    cursor = 0
+    while True:
+        rows = pg.fetch("SELECT id, type, message, data, created_at FROM agent_job_events "
+                        "WHERE job_id = %s AND id > %s ORDER BY id", (job_id, cursor))
+        for eid, etype, message, data, created in rows:
+            cursor = eid
+            click.echo(f"{created:%H:%M:%S.%f} #{eid} {etype:<7} {message} {json.dumps(data)}")
+            if etype == "status" and JobStatus(data["status"]) in TERMINAL:
+                return
+        time.sleep(0.3)
+
+
+@main.command()
+@click.option("--port", default=8000, show_default=True, type=int)
+def up(port: int) -> None:
+    """Start everything: embedded PostgreSQL and Redis unless configured, web, worker, beat."""
+    from app.launcher import run_all
+
+    run_all(port)
+
+
+def _session():
+    from app.db import session_factory
+    from models.db import session_scope
+
+    return session_scope(session_factory())
+
+
+if __name__ == "__main__":
+    main()

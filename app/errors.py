@@ -1,0 +1,79 @@
+"""One place that maps errors to HTTP: every 4xx/5xx body is {"error": {code, message, details}}."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask, jsonify
+from pydantic import ValidationError
+from werkzeug.exceptions import HTTPException
+
+from tasks.enqueue import ProjectNotFound
+from tasks.errors import InvalidPayload, UnknownJobType
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str,
+                 details: dict[str, Any] | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.details = details or {}
+        self.headers = headers or {}
+
+
+def not_found(what: str) -> ApiError:
+    return ApiError(404, "not_found", f"{what} not found")
+
+
+def validation_error(exc: ValidationError) -> ApiError:
+    fields: dict[str, str] = {}
+    for err in exc.errors():
+        name = ".".join(str(p) for p in err["loc"]) or "body"
+        fields[name] = "field required" if err["type"] == "missing" else err["msg"]
+    if not fields:
+        return ApiError(422, "validation_error", "the request body is invalid")
+    summary = "; ".join(f"{k}: {v}" for k, v in fields.items())
+    return ApiError(422, "validation_error", f"invalid request body: {summary}",
+                    {"fields": fields})
+
+
+def _body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def register_error_handlers(app: Flask) -> None:
+    @app.errorhandler(ApiError)
+    def _api(exc: ApiError):
+        return jsonify(_body(exc.code, exc.message, exc.details)), exc.status, exc.headers
+
+    @app.errorhandler(ValidationError)
+    def _validation(exc: ValidationError):
+        return _api(validation_error(exc))
+
+    @app.errorhandler(UnknownJobType)
+    def _unknown_type(exc: UnknownJobType):
+        return _api(ApiError(422, "unknown_job_type", str(exc), {"field": "job_type"}))
+
+    @app.errorhandler(InvalidPayload)
+    def _payload(exc: InvalidPayload):
+        return _api(ApiError(422, "invalid_payload", str(exc), {"field": "payload", **exc.details}))
+
+    @app.errorhandler(ProjectNotFound)
+    def _project(exc: ProjectNotFound):
+        return _api(not_found("project"))
+
+    @app.errorhandler(HTTPException)
+    def _http(exc: HTTPException):
+        code = {413: "payload_too_large", 404: "not_found", 405: "method_not_allowed"}.get(
+            exc.code or 500, (exc.name or "error").lower().replace(" ", "_"))
+        message = ("the request body is larger than 1 MiB" if exc.code == 413
+                   else exc.description or exc.name)
+        return jsonify(_body(code, message)), exc.code or 500
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception):
+        log.exception("unhandled error", extra={"action": "http_500"})
+        return jsonify(_body("internal_error", "an unexpected error occurred")), 500

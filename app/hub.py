@@ -1,0 +1,144 @@
+"""One event listener per web process, fanning new events out to every stream subscriber.
+
+A single thread reads `agent_job_events` past its cursor and hands each row to
+the subscribers whose filter matches: one query loop per process, never one per
+client. Identity ids are assigned before commit, so a later id can become
+visible before an earlier one; the hub only moves past a gap once the gap has
+stayed open for GAP_TIMEOUT (a rolled-back insert), so subscribers see events
+in id order with nothing skipped. A subscriber whose queue fills up (a client
+that stopped reading) is dropped; it resumes from its cursor.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tasks import pg
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.05
+GAP_TIMEOUT = 2.0
+QUEUE_LIMIT = 2000
+BATCH = 1000
+
+EVENT_COLUMNS = "id, job_id, project_id, type, message, data, created_at"
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    job_id: uuid.UUID | None
+    project_id: uuid.UUID
+    type: str
+    message: str
+    data: dict[str, Any]
+    created_at: datetime
+
+    def as_json(self) -> dict[str, Any]:
+        return {"id": self.id, "job_id": str(self.job_id) if self.job_id else None,
+                "project_id": str(self.project_id), "type": self.type,
+                "message": self.message, "data": self.data,
+                "created_at": self.created_at.isoformat()}
+
+
+@dataclass(eq=False)
+class Subscription:
+    project_id: uuid.UUID | None = None
+    job_id: uuid.UUID | None = None
+    events: queue.Queue = field(default_factory=lambda: queue.Queue(QUEUE_LIMIT))
+    dropped: bool = False
+
+    def wants(self, e: Event) -> bool:
+        if self.job_id is not None:
+            return e.job_id == self.job_id
+        return e.project_id == self.project_id
+
+
+class EventHub:
+    def __init__(self) -> None:
+        self._subs: set[Subscription] = set()
+        self._lock = threading.Lock()
+        self._cursor: int | None = None
+        self._gap_since: float | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+
+    @property
+    def subscribers(self) -> int:
+        return len(self._subs)
+
+    def subscribe(self, sub: Subscription) -> int:
+        """Register; returns the hub's cursor: events after it will arrive on `sub.events`."""
+        self._ensure_running()
+        with self._lock:
+            self._subs.add(sub)
+            return self._cursor or 0
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        with self._lock:
+            self._subs.discard(sub)
+
+    def _ensure_running(self) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="event-hub", daemon=True)
+                self._thread.start()
+        self._ready.wait(10)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                if self._cursor is None:
+                    row = pg.fetch_one("SELECT COALESCE(max(id), 0) FROM agent_job_events")
+                    self._cursor = row[0] if row else 0
+                    self._ready.set()
+                self._poll()
+            except Exception:
+                log.warning("event hub poll failed", exc_info=True)
+                time.sleep(1)
+            time.sleep(POLL_SECONDS)
+
+    def _poll(self) -> None:
+        assert self._cursor is not None
+        rows = pg.fetch(f"SELECT {EVENT_COLUMNS} FROM agent_job_events WHERE id > %s "
+                        f"ORDER BY id LIMIT {BATCH}", (self._cursor,))
+        for row in rows:
+            if row[0] != self._cursor + 1:
+                if self._gap_since is None:
+                    self._gap_since = time.monotonic()
+                if time.monotonic() - self._gap_since < GAP_TIMEOUT:
+                    return  # an earlier id may still commit: wait for it
+            self._gap_since = None
+            self._publish(Event(*row))
+
+    def _publish(self, e: Event) -> None:
+        # Moving the cursor under the lock that subscribe() takes means a new
+        # subscriber either gets `e` in its queue or in its history, never neither.
+        with self._lock:
+            subs = [s for s in self._subs if s.wants(e)]
+            self._cursor = e.id
+        for s in subs:
+            try:
+                s.events.put_nowait(e)
+            except queue.Full:
+                s.dropped = True
+                self.unsubscribe(s)
+
+
+def history(sub: Subscription, after: int, upto: int) -> list[Event]:
+    """Stored events matching `sub` with after < id <= upto, in order."""
+    column, value = ("job_id", sub.job_id) if sub.job_id else ("project_id", sub.project_id)
+    rows = pg.fetch(f"SELECT {EVENT_COLUMNS} FROM agent_job_events WHERE {column} = %s "
+                    "AND id > %s AND id <= %s ORDER BY id", (value, after, upto))
+    return [Event(*r) for r in rows]
+
+
+hub = EventHub()

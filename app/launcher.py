@@ -1,0 +1,102 @@
+"""`switchyard up`: the whole system in one command, stopped cleanly on Ctrl-C.
+
+Without DATABASE_URL / BROKER_URL it starts a real PostgreSQL and Redis from pip
+packages under SWITCHYARD_DATA_DIR; then it migrates, prints the URL and a
+token, and runs web, worker and beat as child processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import click
+
+from app.cli import beat_command, web_command, worker_command
+from app.embedded import embedded_postgres, embedded_redis
+from tasks.settings import get_settings
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def run_all(port: int) -> None:
+    data_dir = get_settings().data_dir
+    with contextlib.ExitStack() as stack:
+        if not os.environ.get("DATABASE_URL"):
+            click.echo(f"starting embedded PostgreSQL in {data_dir / 'pg'} …")
+            os.environ["DATABASE_URL"] = stack.enter_context(embedded_postgres(data_dir))
+        if not os.environ.get("BROKER_URL"):
+            click.echo("starting embedded Redis …")
+            os.environ["BROKER_URL"] = stack.enter_context(embedded_redis(data_dir / "redis"))
+        get_settings.cache_clear()
+        _prepare_database()
+        token = _local_token()
+        children = _start_children(port)
+        stack.callback(_stop_children, children)
+        click.echo(f"\nSwitchyard is up: http://127.0.0.1:{port}/healthz")
+        click.echo(f"API token (owner 'local'): {token}")
+        click.echo("Ctrl-C stops everything.\n")
+        _wait(children)
+
+
+def _prepare_database() -> None:
+    from app.migrations import upgrade
+
+    upgrade()
+
+
+def _local_token() -> str:
+    from app.db import session_factory
+    from app.tokens import create_token
+    from models.db import session_scope
+
+    with session_scope(session_factory()) as session:
+        _, token = create_token(session, "local")
+    return token
+
+
+def _start_children(port: int) -> dict[str, subprocess.Popen]:
+    commands = {
+        "web": web_command("127.0.0.1", port, 64),
+        "worker": worker_command(None, None, None),
+        "beat": beat_command(),
+    }
+    # Own sessions, so Ctrl-C reaches only us and we stop them in order.
+    return {name: subprocess.Popen(cmd, start_new_session=True) for name, cmd in commands.items()}
+
+
+def _wait(children: dict[str, subprocess.Popen]) -> None:
+    stop = {"now": False}
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop["now"] = True
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, on_signal)
+    while not stop["now"]:
+        for name, proc in children.items():
+            if proc.poll() is not None:
+                click.echo(f"{name} exited with {proc.returncode}; stopping", err=True)
+                return
+        time.sleep(0.5)
+    click.echo("\nstopping …")
+
+
+def _stop_children(children: dict[str, subprocess.Popen]) -> None:
+    grace = get_settings().shutdown_grace_seconds + 10
+    for name in ("web", "beat", "worker"):
+        proc = children[name]
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for proc in children.values():
+        try:
+            proc.wait(max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    sys.stdout.flush()

@@ -1,0 +1,106 @@
+"""Reads for the HTTP API, scoped to an owner. Functions take a session and never commit."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, tuple_
+from sqlalchemy.orm import Session
+
+from app.errors import ApiError
+from app.schemas import iso
+from models import AgentJob, JobStep, Project
+
+
+def project_for_owner(session: Session, owner: uuid.UUID, project_id: str) -> Project | None:
+    pid = _uuid(project_id)
+    if pid is None:
+        return None
+    return session.scalar(select(Project).where(Project.id == pid, Project.owner_id == owner))
+
+
+def job_for_owner(session: Session, owner: uuid.UUID, job_id: str) -> AgentJob | None:
+    jid = _uuid(job_id)
+    if jid is None:
+        return None
+    return session.scalar(
+        select(AgentJob).join(Project, Project.id == AgentJob.project_id)
+        .where(AgentJob.id == jid, Project.owner_id == owner)
+    )
+
+
+def list_projects(session: Session, owner: uuid.UUID) -> list[Project]:
+    return list(session.scalars(select(Project).where(Project.owner_id == owner)
+                                .order_by(Project.created_at.desc(), Project.id)))
+
+
+def list_jobs(session: Session, project_id: uuid.UUID, *, status: str | None,
+              job_type: str | None, limit: int, before: str | None
+              ) -> tuple[list[AgentJob], str | None]:
+    """Newest first; `before` is the opaque cursor of the previous page's last row."""
+    query = select(AgentJob).where(AgentJob.project_id == project_id)
+    if status:
+        query = query.where(AgentJob.status == status)
+    if job_type:
+        query = query.where(AgentJob.job_type == job_type)
+    if before:
+        created, jid = decode_cursor(before)
+        query = query.where(tuple_(AgentJob.created_at, AgentJob.id) < tuple_(created, jid))
+    rows = list(session.scalars(
+        query.order_by(AgentJob.created_at.desc(), AgentJob.id.desc()).limit(limit + 1)))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, encode_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None
+
+
+def steps_of(session: Session, job_id: uuid.UUID) -> list[JobStep]:
+    return list(session.scalars(select(JobStep).where(JobStep.job_id == job_id)
+                                .order_by(JobStep.seq)))
+
+
+def encode_cursor(created: datetime, jid: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(f"{created.isoformat()}|{jid}".encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        created, jid = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
+        return datetime.fromisoformat(created), uuid.UUID(jid)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise ApiError(400, "invalid_cursor", "the `before` cursor is not valid",
+                       {"field": "before"}) from None
+
+
+def project_json(p: Project) -> dict[str, Any]:
+    return {"id": str(p.id), "name": p.name, "goal": p.goal, "night_shift": p.night_shift,
+            "phase": p.phase, "created_at": iso(p.created_at)}
+
+
+def job_json(j: AgentJob, steps: list[JobStep] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": str(j.id), "project_id": str(j.project_id), "job_type": j.job_type,
+        "status": j.status, "attempts": j.attempts, "max_attempts": j.max_attempts,
+        "priority": j.priority, "payload": j.payload, "result": j.result,
+        "last_error": j.last_error, "created_at": iso(j.created_at),
+        "started_at": iso(j.started_at), "completed_at": iso(j.completed_at),
+        "parent_job_id": str(j.parent_job_id) if j.parent_job_id else None,
+    }
+    if steps is not None:
+        body["steps"] = [
+            {"seq": s.seq, "name": s.name, "status": s.status, "output": s.output,
+             "error": s.error, "attempts": s.attempts, "started_at": iso(s.started_at),
+             "finished_at": iso(s.finished_at)}
+            for s in steps
+        ]
+    return body
+
+
+def _uuid(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None

@@ -1,0 +1,1 @@
+"""HTTP routes, one blueprint per resource."""

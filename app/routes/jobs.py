@@ -1,0 +1,111 @@
+"""Jobs: enqueue, list, read, cancel, retry, and a job's live event stream."""
+
+from __future__ import annotations
+
+import uuid
+
+from flask import Blueprint, jsonify, request, url_for
+from pydantic import ValidationError
+
+from app import db
+from app.auth import current_owner
+from app.errors import ApiError, not_found, validation_error
+from app.hub import Event, Subscription
+from app.queries import job_for_owner, job_json, list_jobs, project_for_owner, steps_of
+from app.routes.body import parse_body
+from app.schemas import JobCreate, JobListQuery
+from app.sse import cursor_from_request, event_stream, sse_response
+from models import AgentJob
+from tasks import control
+from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.status import TERMINAL, JobStatus
+
+bp = Blueprint("jobs", __name__)
+
+
+def _owned_job(jid: str) -> AgentJob:
+    job = job_for_owner(db.session(), current_owner(), jid)
+    if job is None:
+        raise not_found("job")
+    return job
+
+
+def _job_body(job_id: uuid.UUID) -> dict:
+    session = db.session()
+    session.expire_all()
+    job = session.get(AgentJob, job_id)
+    assert job is not None
+    return job_json(job, steps_of(session, job.id))
+
+
+@bp.post("/api/projects/<pid>/jobs")
+def create_job(pid: str):
+    project = project_for_owner(db.session(), current_owner(), pid)
+    if project is None:
+        raise not_found("project")
+    body = parse_body(JobCreate)
+    db.close_session()  # never hold a pooled connection across the enqueue and publish
+    result = enqueue(EnqueueRequest(
+        project_id=project.id, job_type=body.job_type, payload=body.payload,
+        idempotency_key=body.idempotency_key, priority=body.priority,
+        run_after=body.run_after, max_attempts=body.max_attempts,
+    ))
+    job_id = str(result.job_id)
+    return jsonify({
+        "job_id": job_id, "status": result.status, "created": result.created,
+        "status_url": url_for("jobs.get_job", jid=job_id),
+        "events_url": url_for("jobs.job_events", jid=job_id),
+    }), 202 if result.created else 200
+
+
+@bp.get("/api/projects/<pid>/jobs")
+def get_jobs(pid: str):
+    session = db.session()
+    project = project_for_owner(session, current_owner(), pid)
+    if project is None:
+        raise not_found("project")
+    try:
+        query = JobListQuery.model_validate(request.args.to_dict())
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    if query.status is not None and query.status not in JobStatus.__members__.values():
+        raise ApiError(422, "validation_error", f"unknown status {query.status!r}",
+                       {"field": "status"})
+    jobs, nxt = list_jobs(session, project.id, status=query.status, job_type=query.job_type,
+                          limit=query.limit, before=query.before)
+    return jsonify({"items": [job_json(j) for j in jobs], "next": nxt})
+
+
+@bp.get("/api/jobs/<jid>")
+def get_job(jid: str):
+    job = _owned_job(jid)
+    return jsonify(job_json(job, steps_of(db.session(), job.id)))
+
+
+@bp.post("/api/jobs/<jid>/cancel")
+def cancel_job(jid: str):
+    job = _owned_job(jid)
+    control.cancel_tree(job.id)
+    return jsonify(_job_body(job.id))
+
+
+@bp.post("/api/jobs/<jid>/retry")
+def retry_job(jid: str):
+    job = _owned_job(jid)
+    if not control.retry_failed(job.id):
+        raise ApiError(409, "conflict", f"only a failed job can be retried; this one is "
+                       f"{_job_body(job.id)['status']}", {"status": job.status})
+    return jsonify(_job_body(job.id)), 202
+
+
+@bp.get("/api/jobs/<jid>/events")
+def job_events(jid: str):
+    job = _owned_job(jid)
+    cursor = cursor_from_request()
+    job_id = job.id
+    db.close_session()  # no database session is held while the stream is open
+
+    def is_last(e: Event) -> bool:
+        return e.type == "status" and JobStatus(e.data.get("status")) in TERMINAL
+
+    return sse_response(event_stream(Subscription(job_id=job_id), cursor, is_last))

@@ -1,0 +1,40 @@
+"""Projects: create, list, read. Another owner's project is a 404."""
+
+from __future__ import annotations
+
+from flask import Blueprint, jsonify
+
+from app import db
+from app.auth import current_owner
+from app.errors import not_found
+from app.queries import list_projects, project_for_owner, project_json
+from app.routes.body import parse_body
+from app.schemas import ProjectCreate
+from models import Project
+
+bp = Blueprint("projects", __name__)
+
+
+@bp.post("/api/projects")
+def create_project():
+    body = parse_body(ProjectCreate)
+    session = db.session()
+    project = Project(owner_id=current_owner(), name=body.name, goal=body.goal,
+                      night_shift=body.night_shift)
+    session.add(project)
+    session.commit()
+    return jsonify(project_json(project)), 201
+
+
+@bp.get("/api/projects")
+def get_projects():
+    return jsonify({"items": [project_json(p) for p in
+                              list_projects(db.session(), current_owner())]})
+
+
+@bp.get("/api/projects/<pid>")
+def get_project(pid: str):
+    project = project_for_owner(db.session(), current_owner(), pid)
+    if project is None:
+        raise not_found("project")
+    return jsonify(project_json(project))

@@ -1,0 +1,67 @@
+"""Server-Sent Events: replay from a cursor, then live events from the hub, with keep-alives."""
+
+from __future__ import annotations
+
+import json
+import queue
+from collections.abc import Callable, Iterator
+
+from flask import Response, request
+
+from app.errors import ApiError
+from app.hub import Event, Subscription, history, hub
+
+KEEPALIVE_SECONDS = 15.0
+
+
+def cursor_from_request() -> int:
+    raw = request.args.get("cursor") or request.headers.get("Last-Event-ID") or "0"
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, "invalid_cursor", "cursor must be an event id (an integer)",
+                       {"field": "cursor"}) from None
+    if value < 0:
+        raise ApiError(400, "invalid_cursor", "cursor must be >= 0", {"field": "cursor"})
+    return value
+
+
+def format_event(e: Event) -> str:
+    return f"id: {e.id}\nevent: {e.type}\ndata: {json.dumps(e.as_json())}\n\n"
+
+
+def event_stream(sub: Subscription, cursor: int,
+                 is_last: Callable[[Event], bool] = lambda e: False) -> Iterator[Event | None]:
+    """Events after `cursor` with no gap and no duplicate; None marks a keep-alive."""
+    upto = hub.subscribe(sub)
+    try:
+        last = cursor
+        for e in history(sub, cursor, upto):
+            yield e
+            last = e.id
+            if is_last(e):
+                return
+        while not sub.dropped:
+            try:
+                e = sub.events.get(timeout=KEEPALIVE_SECONDS)
+            except queue.Empty:
+                yield None
+                continue
+            if e.id <= last:
+                continue
+            yield e
+            last = e.id
+            if is_last(e):
+                return
+    finally:
+        hub.unsubscribe(sub)
+
+
+def sse_response(events: Iterator[Event | None]) -> Response:
+    def body() -> Iterator[str]:
+        yield ": connected\n\n"
+        for e in events:
+            yield ": keep-alive\n\n" if e is None else format_event(e)
+
+    return Response(body(), mimetype="text/event-stream",
+                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -1,0 +1,75 @@
+"""API tokens: created and revoked from the CLI, stored as sha256, shown once."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from models import ApiToken, Owner
+
+TOKEN_PREFIX = "sy_"
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    id: uuid.UUID
+    owner: str
+    prefix: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+def create_token(session: Session, owner_name: str) -> tuple[uuid.UUID, str]:
+    """Create the owner if new and a token for it; returns (owner id, token in clear)."""
+    session.execute(insert(Owner).values(id=uuid.uuid4(), name=owner_name)
+                    .on_conflict_do_nothing(index_elements=["name"]))
+    owner_id = session.scalar(select(Owner.id).where(Owner.name == owner_name))
+    assert owner_id is not None
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    session.add(ApiToken(owner_id=owner_id, token_hash=hash_token(token),
+                         prefix=token[: len(TOKEN_PREFIX) + 6]))
+    return owner_id, token
+
+
+def list_tokens(session: Session) -> list[TokenInfo]:
+    rows = session.execute(
+        select(ApiToken, Owner.name).join(Owner, Owner.id == ApiToken.owner_id)
+        .order_by(ApiToken.created_at)
+    ).all()
+    return [TokenInfo(t.id, name, t.prefix, t.created_at, t.last_used_at, t.revoked_at)
+            for t, name in rows]
+
+
+def revoke_token(session: Session, token_id_or_prefix: str) -> int:
+    try:
+        cond = ApiToken.id == uuid.UUID(token_id_or_prefix)
+    except ValueError:
+        cond = ApiToken.prefix == token_id_or_prefix
+    result = session.execute(update(ApiToken).where(cond, ApiToken.revoked_at.is_(None))
+                             .values(revoked_at=datetime.now().astimezone()))
+    return result.rowcount or 0  # type: ignore[attr-defined]
+
+
+def owner_for_token(session: Session, token: str) -> uuid.UUID | None:
+    """The owner a live token belongs to: looked up by hash, compared in constant time."""
+    digest = hash_token(token)
+    row = session.execute(
+        select(ApiToken.token_hash, ApiToken.owner_id)
+        .where(ApiToken.token_hash == digest, ApiToken.revoked_at.is_(None))
+    ).first()
+    if row is None or not hmac.compare_digest(row[0], digest):
+        return None
+    return row[1]

@@ -1,0 +1,30 @@
+"""The Flask application factory. Workers never import this module."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask
+
+from app import db
+from app.auth import require_token
+from app.errors import register_error_handlers
+from app.routes import health, jobs, projects
+from tasks.settings import get_settings
+
+MAX_BODY_BYTES = 1024 * 1024
+
+
+def create_app() -> Flask:
+    settings = get_settings()
+    logging.basicConfig(level=settings.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    app = Flask("switchyard")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    register_error_handlers(app)
+    app.before_request(require_token)
+    app.teardown_appcontext(db.close_session)
+    for bp in (health.bp, projects.bp, jobs.bp):
+        app.register_blueprint(bp)
+    return app

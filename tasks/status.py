@@ -31,7 +31,11 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     S.CANCELED: frozenset(),
 }
 
-TERMINAL: frozenset[JobStatus] = frozenset(s for s, nxt in TRANSITIONS.items() if not nxt)
+# Terminal: nothing automatic moves the job again. `failed` keeps one edge, the
+# manual retry, yet a parent waiting on a failed child must resume and a stream
+# of a failed job must end, so it is terminal too.
+TERMINAL: frozenset[JobStatus] = frozenset({S.COMPLETED, S.FAILED, S.CANCELED})
+assert all(TRANSITIONS[s] <= {S.QUEUED} for s in TERMINAL)  # only a manual retry leaves one
 ACTIVE: frozenset[JobStatus] = frozenset(JobStatus) - TERMINAL
 
 

@@ -1,24 +1,32 @@
-"""Job types that exist only in tests, to drive spawn, wait, sleep and replay."""
+"""Job types that exist only in tests, to drive spawn, wait, sleep, replay and failures."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
+from tasks.errors import PermanentError
 from tasks.registry import JobType, register
 from tasks.retry import RetryPolicy
+
+FAST_RETRY = RetryPolicy(base_seconds=0.05, max_seconds=0.1)
 
 
 class FanOut(BaseModel):
     children: int = 2
     child_steps: int = 1
     child_step_seconds: float = 0.0
+    # Another child type (e.g. test.doomed) and its payload; the canary fields are then unused.
+    child_type: str = "system.canary"
+    child_payload: dict[str, Any] | None = None
 
 
 def fan_out(ctx, p: FanOut) -> dict:
     ctx.step("before", lambda: {"ok": True})
-    ids = [ctx.spawn("system.canary", {"steps": p.child_steps,
-                                       "step_seconds": p.child_step_seconds})
-           for _ in range(p.children)]
+    payload = p.child_payload if p.child_payload is not None else {
+        "steps": p.child_steps, "step_seconds": p.child_step_seconds}
+    ids = [ctx.spawn(p.child_type, payload) for _ in range(p.children)]
     outcomes = ctx.wait(ids)
     ctx.step("after", lambda: {"children": len(outcomes)})
     return {"children": [o.status for o in outcomes]}
@@ -45,7 +53,33 @@ def shifty(ctx, p: Shifty) -> None:
     raise RuntimeError("fail once so the next attempt replays")
 
 
+class Doomed(BaseModel):
+    message: str = "this can never work"
+
+
+def doomed(ctx, p: Doomed) -> None:
+    """Raises PermanentError inside a step: the job must fail on its first attempt."""
+
+    def attempt() -> None:
+        raise PermanentError(p.message)
+
+    ctx.step("try", attempt)
+
+
+class Flaky(BaseModel):
+    fail_first_attempts: int = 1
+
+
+def flaky(ctx, p: Flaky) -> dict:
+    """Raises an exception Switchyard knows nothing about on its first attempts."""
+    ctx.step("ok", lambda: "fine")
+    if ctx.attempt <= p.fail_first_attempts:
+        raise KeyError(f"attempt {ctx.attempt} trips over a bug")
+    return {"attempt": ctx.attempt}
+
+
 register(JobType("test.fan_out", FanOut, fan_out))
 register(JobType("test.sleeper", Sleeper, sleeper))
-register(JobType("test.shifty", Shifty, shifty, max_attempts=3,
-                 retry_policy=RetryPolicy(base_seconds=0.05, max_seconds=0.1)))
+register(JobType("test.shifty", Shifty, shifty, max_attempts=3, retry_policy=FAST_RETRY))
+register(JobType("test.doomed", Doomed, doomed, max_attempts=5, retry_policy=FAST_RETRY))
+register(JobType("test.flaky", Flaky, flaky, max_attempts=3, retry_policy=FAST_RETRY))

@@ -1,0 +1,111 @@
+"""What the integration tests read back from PostgreSQL, and how they wait for it."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from psycopg.rows import dict_row
+
+from tasks import pg, sweeps
+from tasks.enqueue import Enqueued, EnqueueRequest, enqueue
+from tests.conftest import wait_until
+
+TERMINAL = ("completed", "failed", "canceled")
+
+
+def new_job(project: str, job_type: str = "system.canary", payload: dict | None = None,
+            *, publish: bool = True, **options: Any) -> uuid.UUID:
+    req = EnqueueRequest(project_id=project, job_type=job_type, payload=payload or {}, **options)
+    done: Enqueued = enqueue(req, publish=publish)
+    assert done.created
+    return done.job_id
+
+
+def job(job_id: uuid.UUID | str) -> dict[str, Any]:
+    with pg.connection().cursor(row_factory=dict_row) as cur:
+        row = cur.execute("SELECT * FROM agent_jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row is not None, f"job {job_id} does not exist"
+    return row
+
+
+def steps(job_id: uuid.UUID | str) -> list[dict[str, Any]]:
+    with pg.connection().cursor(row_factory=dict_row) as cur:
+        return cur.execute("SELECT * FROM job_steps WHERE job_id = %s ORDER BY seq",
+                           (job_id,)).fetchall()
+
+
+def status_history(job_id: uuid.UUID | str) -> list[str]:
+    """Every status the job's feed recorded, in order."""
+    rows = pg.fetch("SELECT data->>'status' FROM agent_job_events "
+                    "WHERE job_id = %s AND type = 'status' ORDER BY id", (job_id,))
+    return [r[0] for r in rows]
+
+
+def step_events(job_id: uuid.UUID | str, status: str | None = None) -> list[str]:
+    """Names of the steps in the job's feed, optionally only those with `status`."""
+    rows = pg.fetch("SELECT data->>'name', data->>'status' FROM agent_job_events "
+                    "WHERE job_id = %s AND type = 'step' ORDER BY id", (job_id,))
+    return [name for name, st in rows if status is None or st == status]
+
+
+def wait_for(job_id: uuid.UUID | str, *statuses: str, timeout: float = 15.0) -> dict[str, Any]:
+    wanted = statuses or TERMINAL
+
+    def reached() -> dict[str, Any] | None:
+        row = job(job_id)
+        return row if row["status"] in wanted else None
+
+    return wait_until(reached, timeout=timeout, what=f"job {job_id} to be {'/'.join(wanted)}")
+
+
+def sweep_until(predicate: Callable[[], object], timeout: float = 15.0,
+                what: str = "condition") -> object:
+    """Stand in for beat: run the sweeps (at most once per tick) until `predicate` holds."""
+
+    def swept() -> object:
+        sweeps.run_sweeps()
+        return predicate()
+
+    return wait_until(swept, timeout=timeout, interval=0.1, what=what)
+
+
+def in_threads(n: int, fn: Callable[[int], Any]) -> list[Any]:
+    """Run fn(0..n-1) in n threads released together; each thread has its own connection."""
+    barrier = threading.Barrier(n)
+    results: list[Any] = [None] * n
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            results[i] = fn(i)
+        except BaseException as exc:  # re-raised in the test's thread below
+            errors.append(exc)
+        finally:
+            pg.reset()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    if errors:
+        raise errors[0]
+    return results
+
+
+def sample_while(predicate: Callable[[], bool], sample: Callable[[], Any],
+                 timeout: float = 30.0, interval: float = 0.02) -> list[Any]:
+    """Call `sample` every `interval` until `predicate` holds; return every sample."""
+    seen: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        seen.append(sample())
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s; last sample {seen[-1]!r}")
+        time.sleep(interval)
+    return seen

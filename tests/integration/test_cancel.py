@@ -1,0 +1,95 @@
+"""Cancel: at once when queued or waiting, at a step boundary when running, down the tree."""
+
+from __future__ import annotations
+
+import time
+
+from tasks import control, pg, runner, sweeps
+from tests.conftest import wait_until
+from tests.integration.jobdb import job, new_job, status_history, step_events, steps, wait_for
+
+
+def test_a_queued_job_is_canceled_at_once(project):
+    job_id = new_job(project, publish=False)
+
+    assert control.cancel_tree(job_id) == [job_id]
+
+    row = job(job_id)
+    assert (row["status"], row["cancel_requested"]) == ("canceled", True)
+    assert row["completed_at"] is not None
+    assert status_history(job_id) == ["queued", "canceled"]
+    # A wake-up still in the broker must not run it.
+    assert runner.run_job(str(job_id)) == "skipped"
+    assert job(job_id)["status"] == "canceled" and steps(job_id) == []
+
+
+def test_canceling_twice_or_canceling_a_finished_job_changes_nothing(project):
+    job_id = new_job(project, publish=False)
+    control.cancel_tree(job_id)
+    assert control.cancel_tree(job_id) == []
+    assert status_history(job_id) == ["queued", "canceled"]
+
+
+def test_a_running_job_stops_at_the_next_step_boundary(worker, project):
+    # Given a slow canary that has started its second step
+    job_id = new_job(project, payload={"steps": 10, "step_seconds": 0.3})
+    wait_until(lambda: "step-2" in step_events(job_id, "started"), what="step-2 to start")
+
+    # When it is canceled
+    assert control.cancel_tree(job_id) == [], "a running job is asked, not forced"
+    asked_during = len(step_events(job_id, "started"))
+
+    # Then it ends canceled once the current step returns, and no later step starts
+    row = wait_for(job_id, timeout=10)
+    assert row["status"] == "canceled"
+    started = step_events(job_id, "started")
+    assert len(started) == asked_during, f"a step started after the cancel: {started}"
+    assert len(started) < 10
+    recorded = steps(job_id)
+    assert [s["name"] for s in recorded] == started
+    assert all(s["status"] == "completed" for s in recorded), "the step in flight finished"
+    assert status_history(job_id) == ["queued", "running", "canceled"]
+
+
+def test_cancel_cascades_to_the_children_of_a_waiting_parent(worker, project):
+    # Given a parent waiting on two slow children
+    parent = new_job(project, "test.fan_out",
+                     {"children": 2, "child_steps": 20, "child_step_seconds": 0.2})
+    wait_for(parent, "waiting")
+    children = [r["id"] for r in _children(parent)]
+    assert len(children) == 2
+    wait_until(lambda: any(job(c)["status"] == "running" for c in children),
+               what="a child to be running")
+
+    # When the parent is canceled
+    canceled_now = control.cancel_tree(parent)
+
+    # Then the parent (and any queued child) go at once, running children at their next step
+    assert parent in canceled_now
+    for child in children:
+        row = wait_for(child, timeout=10)
+        assert row["status"] == "canceled", row
+        assert len(steps(child)) < 20
+    assert job(parent)["status"] == "canceled", "a canceled child must not resume the parent"
+    assert status_history(parent)[-1] == "canceled"
+
+
+def test_a_sleeping_job_is_canceled_at_once_and_never_wakes(worker, project):
+    job_id = new_job(project, "test.sleeper", {"seconds": 0.5})
+    wait_for(job_id, "waiting")
+
+    assert control.cancel_tree(job_id) == [job_id]
+
+    row = job(job_id)
+    assert (row["status"], row["wake_at"]) == ("canceled", None)
+    time.sleep(0.6)
+    sweeps.run_sweeps()
+    assert job(job_id)["status"] == "canceled"
+    assert step_events(job_id, "started") == ["before", "sleep:0"]
+    assert status_history(job_id) == ["queued", "running", "waiting", "canceled"]
+
+
+def _children(parent) -> list[dict]:
+    rows = pg.fetch("SELECT id FROM agent_jobs WHERE parent_job_id = %s ORDER BY created_at",
+                    (parent,))
+    return [job(r[0]) for r in rows]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from tasks import lifecycle, pg, store
+from tasks import lifecycle, pg, start_watch, store
 from tasks.errors import (
     CancelRequested,
     JobTimeout,
@@ -58,6 +58,7 @@ class JobContext:
         self._seq = 0
         self._counters: dict[str, int] = {}
         self.pending: store.PendingStep | None = None
+        self._wrote = False  # anything written since the claim? (see tasks.start_watch)
         self._deadline = time.monotonic() + job.timeout_seconds if job.timeout_seconds else None
 
     @property
@@ -79,17 +80,32 @@ class JobContext:
             if recorded.status == "completed":
                 return recorded.output
         self._check_boundary()
-        started = store.event(2, "step", step_message(name, STEP_STARTED),
-                              step_data(name, seq, STEP_STARTED), unless_canceled=True)
-        self._write(seq=seq, name=name, events=[started])
+        deferred = None
+        if self._wrote or self.pending is not None:
+            started = store.event(2, "step", step_message(name, STEP_STARTED),
+                                  step_data(name, seq, STEP_STARTED), unless_canceled=True)
+            self._write(seq=seq, name=name, events=[started])
+        else:
+            deferred = start_watch.defer(self.owner, seq, name)
         try:
             output = fn(*args, **kwargs)
+            encoded = to_json(output, f"the output of step {name!r}")
         except Exception as exc:
-            self.pending = store.PendingStep(seq, name, STEP_FAILED, error=_describe(exc))
+            self.pending = self._outcome(deferred, seq, name, STEP_FAILED, error=_describe(exc))
             raise
-        encoded = to_json(output, f"the output of step {name!r}")
-        self.pending = store.PendingStep(seq, name, STEP_COMPLETED, output=encoded)
+        except BaseException:
+            if deferred is not None:
+                start_watch.settle(deferred)
+            raise
+        self.pending = self._outcome(deferred, seq, name, STEP_COMPLETED, output=encoded)
         return json.loads(encoded)
+
+    def _outcome(self, deferred: start_watch.DeferredStart | None, seq: int, name: str,
+                 status: str, **fields: str) -> store.PendingStep:
+        unwritten = None
+        if deferred is not None and not start_watch.settle(deferred):
+            unwritten = deferred.started_at
+        return store.PendingStep(seq, name, status, unwritten_start=unwritten, **fields)
 
     def log(self, message: str, **data: Any) -> None:
         self.emit("log", message, data)
@@ -155,17 +171,24 @@ class JobContext:
         cancel = store.checkpoint(self.owner, self.pending, seq=seq, name=name,
                                   events=self.pending_step_event() + events)
         self.pending = None
+        self._wrote = True
         if cancel is None:
             raise LostOwnership(f"job {self.job_id} attempt {self.attempt} is no longer ours")
         if cancel:
             raise CancelRequested("cancel requested")
 
     def pending_step_event(self) -> list[dict]:
+        """The events of the step outcome waiting to be written (its start too, if deferred)."""
         p = self.pending
         if p is None:
             return []
-        return [store.event(1, "step", step_message(p.name, p.status),
-                            step_data(p.name, p.seq, p.status))]
+        outcome = store.event(1, "step", step_message(p.name, p.status),
+                              step_data(p.name, p.seq, p.status))
+        if p.unwritten_start is None:
+            return [outcome]
+        started = store.event(0, "step", step_message(p.name, STEP_STARTED),
+                              step_data(p.name, p.seq, STEP_STARTED))
+        return [started, outcome]
 
 
 def _describe(exc: BaseException) -> str:

@@ -63,6 +63,8 @@ class PendingStep:
     status: str  # completed | failed
     output: str | None = None  # JSON text
     error: str | None = None
+    # Set when the step's start was never written: when it really started.
+    unwritten_start: datetime | None = None
 
 
 _RUNNING_EVENT = status_data(S.RUNNING, S.QUEUED)
@@ -118,6 +120,22 @@ def claim(job_id: uuid.UUID | str, worker: str) -> ClaimedJob | None:
     return _claimed(row) if row is not None else None
 
 
+# A step's outcome. An upsert, because the first step after a claim has no row
+# yet: its start is written with its outcome (see JobContext.step).
+DONE_STEP = """
+    INSERT INTO job_steps (job_id, seq, name, status, output, error, attempts, started_at,
+        finished_at)
+    SELECT id, %(done_seq)s::int, %(done_name)s::text, %(done_status)s::text,
+        %(done_output)s::jsonb, %(done_error)s::text, 1,
+        COALESCE(%(done_started)s::timestamptz, now()), now()
+    FROM job WHERE %(done_seq)s::int IS NOT NULL
+    ON CONFLICT (job_id, seq) DO UPDATE SET status = EXCLUDED.status, output = EXCLUDED.output,
+        error = EXCLUDED.error, finished_at = now(),
+        attempts = job_steps.attempts + %(done_bump)s::int,
+        started_at = CASE WHEN %(done_bump)s::int = 1 THEN EXCLUDED.started_at
+                          ELSE job_steps.started_at END
+"""
+
 # One statement for every write a running job makes between claim and finish:
 # an optional pending step outcome, an optional new step start, optional extra
 # events. It writes nothing unless the row still says we own this attempt, and
@@ -126,11 +144,7 @@ CHECKPOINT = """
 WITH job AS (
     SELECT id, project_id, cancel_requested FROM agent_jobs
     WHERE id = %(id)s AND status = 'running' AND locked_by = %(worker)s AND attempts = %(attempt)s
-), done AS (
-    UPDATE job_steps SET status = %(done_status)s::text, output = %(done_output)s::jsonb,
-        error = %(done_error)s::text, finished_at = now()
-    WHERE job_id = (SELECT id FROM job) AND seq = %(done_seq)s::int
-), started AS (
+), done AS (<DONE>), started AS (
     INSERT INTO job_steps (job_id, seq, name, status, attempts, started_at)
     SELECT id, %(seq)s::int, %(name)s::text, 'running', 1, now() FROM job
     WHERE %(seq)s::int IS NOT NULL AND NOT cancel_requested
@@ -146,7 +160,7 @@ WITH job AS (
     ORDER BY e.ord
 )
 SELECT cancel_requested FROM job
-"""
+""".replace("<DONE>", DONE_STEP)
 
 
 def event(ord_: int, type_: str, message: str, data: str, *, unless_canceled: bool = False) -> dict:
@@ -156,9 +170,12 @@ def event(ord_: int, type_: str, message: str, data: str, *, unless_canceled: bo
 
 def _done_params(pending: PendingStep | None) -> dict[str, Any]:
     if pending is None:
-        return {"done_seq": None, "done_status": None, "done_output": None, "done_error": None}
-    return {"done_seq": pending.seq, "done_status": pending.status,
-            "done_output": pending.output, "done_error": pending.error}
+        return {"done_seq": None, "done_name": None, "done_status": None, "done_output": None,
+                "done_error": None, "done_started": None, "done_bump": 0}
+    return {"done_seq": pending.seq, "done_name": pending.name, "done_status": pending.status,
+            "done_output": pending.output, "done_error": pending.error,
+            "done_started": pending.unwritten_start,
+            "done_bump": 0 if pending.unwritten_start is None else 1}
 
 
 def checkpoint(
@@ -187,11 +204,7 @@ WITH job AS (
     WHERE id = %(id)s AND {guard(S.RUNNING, S.COMPLETED)} AND locked_by = %(worker)s
       AND attempts = %(attempt)s
     RETURNING id, project_id, parent_job_id, concurrency_key, queue, priority
-), done AS (
-    UPDATE job_steps SET status = %(done_status)s::text, output = %(done_output)s::jsonb,
-        error = %(done_error)s::text, finished_at = now()
-    WHERE job_id = (SELECT id FROM job) AND seq = %(done_seq)s::int
-), ev AS (
+), done AS (<DONE>), ev AS (
     INSERT INTO agent_job_events (job_id, project_id, type, message, data)
     SELECT job.id, job.project_id, e.type, e.message, e.data::jsonb
     FROM job CROSS JOIN jsonb_to_recordset(%(events)s::jsonb)
@@ -199,7 +212,7 @@ WITH job AS (
     ORDER BY e.ord
 )
 SELECT id, project_id, parent_job_id, concurrency_key, queue, priority FROM job
-"""
+""".replace("<DONE>", DONE_STEP)
 
 
 @dataclass(frozen=True)

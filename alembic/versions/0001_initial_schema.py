@@ -128,8 +128,6 @@ def upgrade() -> None:
     sa.Column('message', sa.Text(), server_default=sa.text("''"), nullable=False),
     sa.Column('data', postgresql.JSONB(astext_type=sa.Text()), server_default=sa.text("'{}'::jsonb"), nullable=False),
     sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
-    sa.ForeignKeyConstraint(['job_id'], ['agent_jobs.id'], ondelete='CASCADE'),
-    sa.ForeignKeyConstraint(['project_id'], ['projects.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id')
     )
     op.create_index('ix_agent_job_events_job_id', 'agent_job_events', ['job_id', 'id'], unique=False)

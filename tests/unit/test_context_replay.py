@@ -73,11 +73,16 @@ def test_a_renamed_failed_step_is_non_deterministic_too(no_db) -> None:
 
 
 def test_a_failed_step_is_not_replayed(no_db) -> None:
-    """A recorded failure is run again (here: it reaches the tripwire that stands for the DB)."""
+    """A recorded failure runs again; its outcome waits for the job's next write."""
     ctx = JobContext(claimed(("a", "failed", None)), worker="w:1")
     assert not ctx.replaying
+    ran = []
+    assert ctx.step("a", lambda: ran.append(1) or 7) == 7
+    assert ran == [1]
+    assert ctx.pending is not None and ctx.pending.status == "completed"
+    assert ctx.pending.unwritten_start is not None, "the first step's start rides with its outcome"
     with pytest.raises(AssertionError, match="replay touched the database"):
-        ctx.step("a", lambda: 1)
+        ctx.step("b", lambda: 2)  # the second step must first write the first one's outcome
     assert len(no_db) == 1
 
 

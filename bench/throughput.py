@@ -1,0 +1,250 @@
+"""Durable canary vs raw Celery, same broker, same database, same machine, one run.
+
+    python bench/throughput.py [--jobs 5000] [--rounds 3] [--paced-seconds 10]
+
+Services come from DATABASE_URL / BROKER_URL, or are started embedded. Both sides
+run on 2 `-P solo` worker processes with prefetch 64 (the best configuration of
+each on a 2-core machine: prefork's master hand-off costs more than these tasks)
+and a producer that reuses its broker connection (Celery's producer pool) and,
+for the engine, one persistent database connection. Rounds alternate raw and
+durable so drift in the shared machine hits both. Prints jobs/s, steps/s, the
+ratio, enqueue p50/p99 and publish-to-start p50/p99 at 50 jobs/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+WORKERS = 2
+STEPS = 3
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def setup_services(stack: contextlib.ExitStack) -> None:
+    import psycopg
+
+    from app.embedded import embedded_postgres, embedded_redis
+    from app.migrations import upgrade
+    from tasks.settings import libpq_url
+
+    tmp = Path(tempfile.mkdtemp(prefix="switchyard-bench-"))
+    admin = os.environ.get("DATABASE_URL") or stack.enter_context(embedded_postgres(tmp))
+    broker = os.environ.get("BROKER_URL") or stack.enter_context(embedded_redis(tmp / "redis"))
+    admin = libpq_url(admin)
+    name = f"switchyard_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base, sep, query = admin.partition("?")
+    url = f"{base.rpartition('/')[0]}/{name}{sep}{query}"
+
+    def drop() -> None:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    stack.callback(drop)
+    os.environ.update({"DATABASE_URL": url, "BROKER_URL": broker,
+                       "SWITCHYARD_PREFETCH_MULTIPLIER": "64", "SWITCHYARD_WORKER_POOL": "solo",
+                       "SWITCHYARD_LOG_LEVEL": "WARNING"})
+    upgrade(url)
+
+
+def start_workers(stack: contextlib.ExitStack, logdir: Path) -> None:
+    common = ["--without-gossip", "--without-mingle", "--without-heartbeat", "-P", "solo",
+              "--prefetch-multiplier", "64", "--loglevel", "WARNING"]
+    commands = [[sys.executable, "-m", "celery", "-A", "bench.raw_app", "worker",
+                 "-Q", "bench_raw", *common]] * WORKERS
+    commands += [[sys.executable, "-m", "celery", "-A", "tasks.celery_app", "worker",
+                  "-Q", "default", *common]] * WORKERS
+    procs = []
+    for n, cmd in enumerate(commands):
+        log = open(logdir / f"worker-{n}.log", "w")  # noqa: SIM115 - closed with the stack
+        stack.callback(log.close)
+        procs.append(subprocess.Popen([*cmd, "-n", f"bench{n}@%h"], cwd=ROOT, stdout=log,
+                                      stderr=subprocess.STDOUT))
+
+    def stop() -> None:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+    stack.callback(stop)
+    time.sleep(4)  # workers connect and start consuming
+
+
+class Raw:
+    name = "raw celery no-op"
+
+    def __init__(self) -> None:
+        import redis
+
+        from bench.raw_app import RESULTS, noop
+
+        self.task, self.key = noop, RESULTS
+        self.redis = redis.Redis.from_url(os.environ["BROKER_URL"])
+        self.published: dict[int, float] = {}
+        self.seq = 0
+
+    def reset(self) -> None:
+        self.redis.delete(self.key)
+        self.published.clear()
+
+    def submit(self) -> float:
+        i, self.seq = self.seq, self.seq + 1
+        self.task.apply_async((i,), queue="bench_raw")
+        self.published[i] = time.time()
+        return self.published[i]
+
+    def done(self) -> int:
+        return int(self.redis.llen(self.key))
+
+    def start_delays(self) -> list[float]:
+        out = []
+        for item in self.redis.lrange(self.key, 0, -1):
+            i, started = item.split()
+            out.append(float(started) - self.published[int(i)])
+        return out
+
+
+class Durable:
+    name = f"durable system.canary ({STEPS} steps)"
+
+    def __init__(self) -> None:
+        from tasks import pg
+        from tasks.enqueue import EnqueueRequest, enqueue
+
+        self.pg, self.enqueue, self.request = pg, enqueue, EnqueueRequest
+        self.project = ""
+        self.published: dict[str, float] = {}
+
+    def reset(self) -> None:
+        owner, self.project = str(uuid.uuid4()), str(uuid.uuid4())
+        self.pg.fetch("INSERT INTO owners (id, name) VALUES (%s, %s)", (owner, owner))
+        self.pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'bench')",
+                      (self.project, owner))
+        self.published.clear()
+
+    def submit(self) -> float:
+        job = self.enqueue(self.request(project_id=self.project, job_type="system.canary",
+                                        payload={"steps": STEPS}))
+        self.published[str(job.job_id)] = time.time()
+        return self.published[str(job.job_id)]
+
+    def done(self) -> int:
+        row = self.pg.fetch_one("SELECT count(*) FROM agent_jobs WHERE project_id = %s "
+                                "AND status = 'completed'", (self.project,))
+        return int(row[0]) if row else 0
+
+    def start_delays(self) -> list[float]:
+        rows = self.pg.fetch("SELECT id, extract(epoch FROM locked_at) FROM agent_jobs "
+                             "WHERE project_id = %s", (self.project,))
+        return [float(t) - self.published[str(i)] for i, t in rows]
+
+    def verify(self, n: int) -> None:
+        row = self.pg.fetch_one(
+            "SELECT count(*) FILTER (WHERE s.status = 'completed'), count(DISTINCT j.id) "
+            "FROM agent_jobs j JOIN job_steps s ON s.job_id = j.id WHERE j.project_id = %s",
+            (self.project,))
+        assert row == (n * STEPS, n), f"expected {n * STEPS} durable steps of {n} jobs, got {row}"
+
+
+def burst(side, n: int) -> tuple[float, list[float]]:
+    """Submit n as fast as possible; return (jobs/s end to end, enqueue latencies)."""
+    side.reset()
+    latencies = []
+    t0 = time.perf_counter()
+    for _ in range(n):
+        s = time.perf_counter()
+        side.submit()
+        latencies.append(time.perf_counter() - s)
+    while side.done() < n:
+        time.sleep(0.02)
+    elapsed = time.perf_counter() - t0
+    if hasattr(side, "verify"):
+        side.verify(n)
+    return n / elapsed, latencies
+
+
+def paced(side, rate: float, seconds: float) -> tuple[list[float], list[float]]:
+    """Submit at `rate`/s; return (enqueue latencies, publish-to-start delays)."""
+    side.reset()
+    n = int(rate * seconds)
+    latencies = []
+    start = time.perf_counter()
+    for i in range(n):
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        s = time.perf_counter()
+        side.submit()
+        latencies.append(time.perf_counter() - s)
+    while side.done() < n:
+        time.sleep(0.05)
+    return latencies, side.start_delays()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument("--paced-seconds", type=float, default=10.0)
+    args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        setup_services(stack)
+        logdir = Path(tempfile.mkdtemp(prefix="switchyard-bench-logs-"))
+        start_workers(stack, logdir)
+        raw, durable = Raw(), Durable()
+        burst(raw, 200), burst(durable, 200)  # warm up connections and prepared statements
+        rates: dict[str, list[float]] = {raw.name: [], durable.name: []}
+        enq: dict[str, list[float]] = {raw.name: [], durable.name: []}
+        for r in range(args.rounds):
+            for side in (raw, durable) if r % 2 == 0 else (durable, raw):
+                rate, lat = burst(side, args.jobs)
+                rates[side.name].append(rate)
+                enq[side.name] += lat
+                print(f"round {r + 1}: {side.name:<32} {rate:7.0f} jobs/s", flush=True)
+        report(raw, durable, rates, enq, args)
+
+
+def report(raw, durable, rates, enq, args) -> None:
+    raw_rate = statistics.median(rates[raw.name])
+    dur_rate = statistics.median(rates[durable.name])
+    print(f"\n{args.jobs} jobs per side, {args.rounds} alternating rounds, medians; "
+          f"workers: {WORKERS} x celery -P solo --prefetch-multiplier 64 per side")
+    print(f"raw celery no-op:      {raw_rate:7.0f} jobs/s")
+    print(f"durable canary:        {dur_rate:7.0f} jobs/s  {dur_rate * STEPS:7.0f} steps/s "
+          f"(every step and event committed)")
+    for side in (raw, durable):
+        lat = enq[side.name]
+        print(f"enqueue latency, burst, {side.name:<32} p50 {pct(lat, 50) * 1e3:6.2f} ms  "
+              f"p99 {pct(lat, 99) * 1e3:6.2f} ms")
+    for side in (raw, durable):
+        lat, delays = paced(side, args.rate, args.paced_seconds)
+        print(f"at {args.rate:.0f} jobs/s, {side.name:<32} enqueue p50 {pct(lat, 50) * 1e3:6.2f} "
+              f"ms p99 {pct(lat, 99) * 1e3:6.2f} ms; publish-to-start p50 "
+              f"{pct(delays, 50) * 1e3:6.2f} ms p99 {pct(delays, 99) * 1e3:6.2f} ms")
+    print(f"ratio durable/raw: {dur_rate / raw_rate:.2f}")
+
+
+if __name__ == "__main__":
+    main()

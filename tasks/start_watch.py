@@ -1,0 +1,88 @@
+"""Deferred step starts: the first step after a claim writes its start with its outcome.
+
+That saves one round trip (and commit) per job attempt: the claim was the last
+write, and nothing about a step's start needs to be durable before it runs. So
+that a slow first step is not invisible, a watcher thread writes the start of
+any deferred step still running after WRITE_AFTER seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from tasks import store
+from tasks.events import STEP_STARTED, step_data, step_message
+
+log = logging.getLogger(__name__)
+
+WRITE_AFTER = 0.2
+
+
+@dataclass(eq=False)
+class DeferredStart:
+    owner: store.Owner
+    seq: int
+    name: str
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    since: float = field(default_factory=time.monotonic)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    written: bool = False
+    settled: bool = False
+
+    def started_event(self, ord_: int) -> dict:
+        return store.event(ord_, "step", step_message(self.name, STEP_STARTED),
+                           step_data(self.name, self.seq, STEP_STARTED))
+
+
+_deferred: set[DeferredStart] = set()
+_cond = threading.Condition()
+_thread: threading.Thread | None = None
+
+
+def defer(owner: store.Owner, seq: int, name: str) -> DeferredStart:
+    global _thread
+    d = DeferredStart(owner, seq, name)
+    with _cond:
+        _deferred.add(d)
+        if _thread is None or not _thread.is_alive():
+            _thread = threading.Thread(target=_watch, name="step-start-watch", daemon=True)
+            _thread.start()
+        _cond.notify()
+    return d
+
+
+def settle(d: DeferredStart) -> bool:
+    """The step is over: stop watching it. True if the watcher already wrote its start."""
+    with d.lock:
+        d.settled = True
+    with _cond:
+        _deferred.discard(d)
+    return d.written
+
+
+def _watch() -> None:
+    while True:
+        with _cond:
+            while not _deferred:
+                _cond.wait()
+            due = [d for d in _deferred if time.monotonic() - d.since >= WRITE_AFTER]
+        for d in due:
+            _write(d)
+        time.sleep(0.05)
+
+
+def _write(d: DeferredStart) -> None:
+    with d.lock:
+        if d.settled:
+            return
+        try:
+            store.checkpoint(d.owner, None, seq=d.seq, name=d.name, events=[d.started_event(1)])
+            d.written = True
+        except Exception:
+            log.warning("could not write a deferred step start", exc_info=True)
+    with _cond:
+        _deferred.discard(d)

@@ -104,17 +104,25 @@ def resume_if_ready(*job_ids: uuid.UUID | str) -> list[Resumed]:
     return resumed
 
 
+# Wake as many waiters as there are free slots, not just one: two slots freed
+# before the first woken job is claimed would otherwise wake the same job twice
+# and leave the second slot idle until the dispatch sweep. Waking a job that
+# then finds no slot is harmless (its claim is a no-op).
 NEXT_FOR_KEY = """
 UPDATE agent_jobs SET dispatched_at = now()
-WHERE id = (SELECT id FROM agent_jobs WHERE concurrency_key = %s AND status = 'queued'
-            AND run_after <= now() ORDER BY priority DESC, created_at LIMIT 1
-            FOR UPDATE SKIP LOCKED)
+WHERE id IN (
+    SELECT id FROM agent_jobs WHERE concurrency_key = %(key)s AND status = 'queued'
+        AND run_after <= now() ORDER BY priority DESC, created_at
+        LIMIT GREATEST(1, (SELECT max(concurrency_limit) FROM agent_jobs
+                           WHERE concurrency_key = %(key)s AND status = 'queued')
+                          - (SELECT count(*) FROM agent_jobs
+                             WHERE concurrency_key = %(key)s AND status = 'running'))
+        FOR UPDATE SKIP LOCKED)
 RETURNING id, queue, priority
 """
 
 
 def wake_next_for_key(key: str) -> None:
-    """A slot under a concurrency key came free: wake the next job waiting for it."""
-    row = pg.fetch_one(NEXT_FOR_KEY, (key,))
-    if row is not None:
+    """Slots under a concurrency key came free: wake the next jobs waiting for them."""
+    for row in pg.fetch(NEXT_FOR_KEY, {"key": key}):
         dispatch_quietly(*row)

@@ -109,3 +109,29 @@ def sample_while(predicate: Callable[[], bool], sample: Callable[[], Any],
             raise AssertionError(f"timed out after {timeout}s; last sample {seen[-1]!r}")
         time.sleep(interval)
     return seen
+
+
+PARKED = "test-parked"  # a queue no worker consumes: wake-ups sent there stay to be read
+
+
+def park(job_id: uuid.UUID | str) -> None:
+    """Route the job's future wake-ups to PARKED, so a test can see them and no worker runs it."""
+    pg.fetch("UPDATE agent_jobs SET queue = %s WHERE id = %s", (PARKED, job_id))
+
+
+def parked_wakeups() -> list[str]:
+    """Job ids of every `run_job` message waiting in PARKED (any priority level)."""
+    import base64
+    import json
+    import os
+
+    import redis
+
+    client = redis.Redis.from_url(os.environ["BROKER_URL"])
+    ids: list[str] = []
+    for key in client.keys(f"{PARKED}*"):
+        for raw in client.lrange(key, 0, -1):
+            message = json.loads(raw)
+            args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+            ids.append(args[0])
+    return ids

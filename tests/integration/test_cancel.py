@@ -37,6 +37,7 @@ def test_a_running_job_stops_at_the_next_step_boundary(worker, project):
 
     # When it is canceled
     assert control.cancel_tree(job_id) == [], "a running job is asked, not forced"
+    time.sleep(0.05)  # let a checkpoint that raced the cancel commit (steps take 0.3s)
     asked_during = len(step_events(job_id, "started"))
 
     # Then it ends canceled once the current step returns, and no later step starts
@@ -87,6 +88,20 @@ def test_a_sleeping_job_is_canceled_at_once_and_never_wakes(worker, project):
     assert job(job_id)["status"] == "canceled"
     assert step_events(job_id, "started") == ["before", "sleep:0"]
     assert status_history(job_id) == ["queued", "running", "waiting", "canceled"]
+
+
+def test_canceling_one_child_lets_the_waiting_parent_resume_and_see_it(worker, project):
+    parent = new_job(project, "test.fan_out",
+                     {"children": 2, "child_steps": 4, "child_step_seconds": 0.2})
+    wait_for(parent, "waiting")
+    first, second = (c["id"] for c in _children(parent))
+
+    control.cancel_tree(first)
+
+    row = wait_for(parent, timeout=10)
+    assert row["status"] == "completed"
+    assert row["result"] == {"children": ["canceled", "completed"]}
+    assert job(second)["status"] == "completed", "a sibling is not touched"
 
 
 def _children(parent) -> list[dict]:

@@ -17,6 +17,12 @@ def _all_done(ids) -> bool:
                         ([str(i) for i in ids],))[0] == 0
 
 
+def _event_ids(ids, status: str) -> list[int]:
+    rows = pg.fetch("SELECT id FROM agent_job_events WHERE job_id = ANY(%s) AND type = 'status' "
+                    "AND message = %s ORDER BY id", ([str(i) for i in ids], status))
+    return [r[0] for r in rows]
+
+
 def test_never_more_than_the_limit_running_and_all_complete(worker, project):
     # Given six slow canaries sharing a key with a limit of two (no sweep runs here:
     # every wake-up must come from the engine itself)
@@ -29,10 +35,14 @@ def test_never_more_than_the_limit_running_and_all_complete(worker, project):
     # Then no sample saw more than two running, the limit was used, and all completed
     assert max(samples) == 2, samples
     assert [job(i)["status"] for i in ids] == ["completed"] * 6
-    starts = sorted(job(i)["started_at"] for i in ids)
-    finishes = sorted(job(i)["completed_at"] for i in ids)
-    # With two slots, the fifth job cannot start before two others finished.
-    assert starts[4] >= finishes[1]
+    # The feed says the same exactly: the k-th claim (k >= 2, from 0) came after the
+    # (k-2)-th completion. Event ids are taken in statement order, and a claim only
+    # counts a slot as free once the finish that freed it has committed.
+    claims = _event_ids(ids, "running")
+    finishes = _event_ids(ids, "completed")
+    assert len(claims) == len(finishes) == 6
+    for k in range(2, 6):
+        assert claims[k] > finishes[k - 2], (k, claims, finishes)
 
 
 def test_two_slots_freed_at_once_wake_two_jobs(worker, project):

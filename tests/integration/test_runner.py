@@ -93,3 +93,68 @@ def test_a_duplicate_delivery_of_a_finished_job_does_nothing(worker, project):
     before = job(job_id)
     assert runner.run_job(str(job_id)) == "skipped"
     assert job(job_id) == before
+
+
+def test_a_rate_limit_retry_gives_the_attempt_back(worker, project):
+    # max_attempts=1, yet two refused calls do not use it up
+    job_id = new_job(project, "test.rate_limited", {"times": 2})
+    row = wait_for(job_id)
+    assert (row["status"], row["attempts"]) == ("completed", 1)
+    assert row["result"] == {"calls": 3}
+    assert steps(job_id)[0]["attempts"] == 3
+    assert status_history(job_id) == ["queued", "running", "queued", "running", "queued",
+                                      "running", "completed"]
+
+
+def test_a_manual_retry_of_a_failed_job_runs_it_again_from_its_last_step(worker, project,
+                                                                          tmp_path):
+    from tasks import control
+
+    # Given a job that failed permanently because its gate was closed
+    gate = tmp_path / "gate"
+    job_id = new_job(project, "test.gated", {"gate": str(gate)})
+    assert wait_for(job_id)["status"] == "failed"
+
+    # When the cause is fixed and someone retries it by hand
+    gate.touch()
+    assert control.retry_failed(job_id)
+
+    # Then it runs again with fresh attempts, replaying the step that had completed
+    row = wait_for(job_id)
+    assert (row["status"], row["attempts"], row["result"]) == ("completed", 1, {"gate": "open"})
+    assert Counter(step_events(job_id, "started")) == {"before": 1, "gate": 2}
+    assert status_history(job_id) == ["queued", "running", "failed", "queued", "running",
+                                      "completed"]
+    assert not control.retry_failed(job_id), "only a failed job can be retried"
+
+
+def test_a_job_whose_type_is_gone_fails_permanently(project):
+    from tasks import pg, runner
+
+    job_id = new_job(project, payload={"steps": 1}, publish=False)
+    pg.fetch("UPDATE agent_jobs SET job_type = 'gone.away' WHERE id = %s", (job_id,))
+    assert runner.run_job(str(job_id)) == "failed"
+    row = job(job_id)
+    assert (row["status"], row["attempts"]) == ("failed", 1)
+    assert row["last_error"] == "UnknownJobType: unknown job_type 'gone.away'"
+
+
+def test_a_stored_payload_that_no_longer_validates_fails_permanently(project):
+    from tasks import pg, runner
+
+    job_id = new_job(project, payload={"steps": 1}, publish=False)
+    pg.fetch("UPDATE agent_jobs SET payload = '{\"steps\": -1}' WHERE id = %s", (job_id,))
+    assert runner.run_job(str(job_id)) == "failed"
+    assert job(job_id)["last_error"].startswith("InvalidPayload: invalid payload for "
+                                                "system.canary: steps:")
+
+
+def test_a_result_that_is_not_json_fails_the_job(project):
+    from tasks import runner
+
+    job_id = new_job(project, "test.unserialisable", publish=False)
+    assert runner.run_job(str(job_id)) == "failed"
+    row = job(job_id)
+    assert row["attempts"] == 1 and row["result"] is None
+    assert row["last_error"].startswith("PermanentError: the handler's result is not "
+                                        "JSON-serialisable")

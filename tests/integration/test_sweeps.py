@@ -293,3 +293,22 @@ def test_a_sweep_already_in_progress_elsewhere_makes_this_one_skip(project):
     assert job(job_id)["status"] == "running"
     assert pg.fetch("SELECT count(*) FROM sweep_runs")[0][0] == 0, "the tick is not used up"
     assert sweep()["reclaim_stale"] == 1
+
+
+def test_a_live_worker_in_a_long_step_keeps_its_job(worker, project):
+    """The heartbeat outlives the stale window (3s in tests): a slow step is not 'dead'."""
+    from tasks import lifecycle
+
+    job_id = new_job(project, payload={"steps": 1, "step_seconds": 4.0})
+    wait_for(job_id, "running")
+    beats = set()
+    while job(job_id)["status"] == "running":
+        sweeps.run_sweeps()
+        beats.add(job(job_id)["heartbeat_at"])
+        time.sleep(0.25)
+    row = job(job_id)
+    assert (row["status"], row["attempts"]) == ("completed", 1)
+    assert len(beats) >= 4, "heartbeat_at moved on while the step ran"
+    me = pg.fetch_one("SELECT running, stopped_at FROM worker_heartbeats WHERE worker = %s",
+                      (lifecycle.worker_id(),))
+    assert me is not None and me[1] is None

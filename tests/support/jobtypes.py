@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from tasks.errors import PermanentError
+from tasks.errors import PermanentError, RetryableError
 from tasks.registry import JobType, register
 from tasks.retry import RetryPolicy
 
@@ -78,8 +80,51 @@ def flaky(ctx, p: Flaky) -> dict:
     return {"attempt": ctx.attempt}
 
 
+class Gated(BaseModel):
+    gate: str  # a file path: the job fails (permanently) until the file exists
+
+
+def gated(ctx, p: Gated) -> dict:
+    ctx.step("before", lambda: "once")
+
+    def pass_gate() -> str:
+        if not Path(p.gate).exists():
+            raise PermanentError(f"gate {p.gate} is closed")
+        return "open"
+
+    return {"gate": ctx.step("gate", pass_gate)}
+
+
+class RateLimited(BaseModel):
+    times: int = 2  # how many calls are refused before one succeeds
+
+
+_calls: Counter[str] = Counter()  # per job; the test worker runs in this process
+
+
+def rate_limited(ctx, p: RateLimited) -> dict:
+    def call() -> int:
+        _calls[str(ctx.job_id)] += 1
+        if _calls[str(ctx.job_id)] <= p.times:
+            raise RetryableError("429 Too Many Requests", delay=0.05, count_attempt=False)
+        return _calls[str(ctx.job_id)]
+
+    return {"calls": ctx.step("call", call)}
+
+
+class Unserialisable(BaseModel):
+    pass
+
+
+def unserialisable(ctx, p: Unserialisable) -> set[int]:
+    return {1, 2}
+
+
 register(JobType("test.fan_out", FanOut, fan_out))
 register(JobType("test.sleeper", Sleeper, sleeper))
 register(JobType("test.shifty", Shifty, shifty, max_attempts=3, retry_policy=FAST_RETRY))
 register(JobType("test.doomed", Doomed, doomed, max_attempts=5, retry_policy=FAST_RETRY))
 register(JobType("test.flaky", Flaky, flaky, max_attempts=3, retry_policy=FAST_RETRY))
+register(JobType("test.gated", Gated, gated, max_attempts=1))
+register(JobType("test.rate_limited", RateLimited, rate_limited, max_attempts=1))
+register(JobType("test.unserialisable", Unserialisable, unserialisable))

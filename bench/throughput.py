@@ -64,13 +64,14 @@ def setup_services(stack: contextlib.ExitStack) -> None:
     upgrade(url)
 
 
-def start_workers(stack: contextlib.ExitStack, logdir: Path) -> None:
+def start_workers(stack: contextlib.ExitStack, logdir: Path, raw_workers: int = WORKERS,
+                  durable_workers: int = WORKERS) -> None:
     common = ["--without-gossip", "--without-mingle", "--without-heartbeat", "-P", "solo",
               "--prefetch-multiplier", "64", "--loglevel", "WARNING"]
     commands = [[sys.executable, "-m", "celery", "-A", "bench.raw_app", "worker",
-                 "-Q", "bench_raw", *common]] * WORKERS
+                 "-Q", "bench_raw", *common]] * raw_workers
     commands += [[sys.executable, "-m", "celery", "-A", "tasks.celery_app", "worker",
-                  "-Q", "default", *common]] * WORKERS
+                  "-Q", "default", *common]] * durable_workers
     procs = []
     for n, cmd in enumerate(commands):
         log = open(logdir / f"worker-{n}.log", "w")  # noqa: SIM115 - closed with the stack

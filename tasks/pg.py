@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg.pq import ExecStatus
 
 from tasks.settings import get_settings
 
@@ -24,6 +25,7 @@ _local = threading.local()
 _inherited: list[psycopg.Connection] = []
 
 Params = dict[str, Any] | Sequence[Any] | None
+TUPLES_OK = ExecStatus.TUPLES_OK
 
 
 def connect(url: str | None = None) -> psycopg.Connection:
@@ -55,7 +57,9 @@ def reset() -> None:
 def fetch(sql: str, params: Params = None) -> list[tuple[Any, ...]]:
     try:
         cur = connection().execute(sql, params)  # type: ignore[arg-type]
-        return cur.fetchall() if cur.description else []
+        # Checking the result status, not `cur.description`, which builds column objects.
+        result = cur.pgresult
+        return cur.fetchall() if result is not None and result.status == TUPLES_OK else []
     except psycopg.OperationalError:
         reset()
         raise

@@ -40,6 +40,8 @@ class ClaimedJob:
     max_attempts: int
     timeout_seconds: int | None
     steps: tuple[RecordedStep, ...]
+    # Asked to cancel before this attempt began (then reclaimed, or handed back at shutdown).
+    cancel_requested: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,8 @@ WITH claimed AS (
         updated_at = now()
     WHERE id = %(id)s AND {guard(S.QUEUED, S.RUNNING)} AND run_after <= now()
       AND <concurrency>
-    RETURNING id, project_id, job_type, payload, attempts, max_attempts, timeout_seconds
+    RETURNING id, project_id, job_type, payload, attempts, max_attempts, timeout_seconds,
+        cancel_requested
 ), ev AS (
     INSERT INTO agent_job_events (job_id, project_id, type, message, data)
     SELECT id, project_id, 'status', 'running', '{_RUNNING_EVENT}'::jsonb FROM claimed
@@ -84,7 +87,7 @@ WITH claimed AS (
 SELECT c.id, c.project_id, c.job_type, c.payload, c.attempts, c.max_attempts, c.timeout_seconds,
     (SELECT COALESCE(jsonb_agg(jsonb_build_array(s.name, s.status, s.output) ORDER BY s.seq),
                      '[]'::jsonb)
-     FROM job_steps s WHERE s.job_id = c.id)
+     FROM job_steps s WHERE s.job_id = c.id), c.cancel_requested
 FROM claimed c
 """
 CLAIM_UNKEYED = _CLAIM.replace("<concurrency>", "concurrency_key IS NULL")
@@ -98,7 +101,7 @@ CLAIM_KEYED = _CLAIM.replace(
 
 def _claimed(row: tuple[Any, ...]) -> ClaimedJob:
     steps = tuple(RecordedStep(n, st, out) for n, st, out in row[7])
-    return ClaimedJob(row[0], row[1], row[2], row[3], row[4], row[5], row[6], steps)
+    return ClaimedJob(row[0], row[1], row[2], row[3], row[4], row[5], row[6], steps, row[8])
 
 
 def claim(job_id: uuid.UUID | str, worker: str) -> ClaimedJob | None:
@@ -120,9 +123,14 @@ def claim(job_id: uuid.UUID | str, worker: str) -> ClaimedJob | None:
     return _claimed(row) if row is not None else None
 
 
-# A step's outcome. An upsert, because the first step after a claim has no row
-# yet: its start is written with its outcome (see JobContext.step).
+# A step's outcome: an update of the row its start wrote, or an upsert when its
+# start was deferred (the first step after a claim, see tasks.start_watch).
 DONE_STEP = """
+    UPDATE job_steps SET status = %(done_status)s::text, output = %(done_output)s::jsonb,
+        error = %(done_error)s::text, finished_at = now()
+    WHERE job_id = (SELECT id FROM job) AND seq = %(done_seq)s::int
+"""
+DONE_DEFERRED_STEP = """
     INSERT INTO job_steps (job_id, seq, name, status, output, error, attempts, started_at,
         finished_at)
     SELECT id, %(done_seq)s::int, %(done_name)s::text, %(done_status)s::text,
@@ -160,12 +168,19 @@ WITH job AS (
     ORDER BY e.ord
 )
 SELECT cancel_requested FROM job
-""".replace("<DONE>", DONE_STEP)
+"""
+CHECKPOINTS = (CHECKPOINT.replace("<DONE>", DONE_STEP),
+               CHECKPOINT.replace("<DONE>", DONE_DEFERRED_STEP))
 
 
 def event(ord_: int, type_: str, message: str, data: str, *, unless_canceled: bool = False) -> dict:
     return {"ord": ord_, "type": type_, "message": message, "data": data,
             "unless_canceled": unless_canceled}
+
+
+def _deferred(pending: PendingStep | None) -> int:
+    """Which statement variant: 1 when the pending step's start was never written."""
+    return int(pending is not None and pending.unwritten_start is not None)
 
 
 def _done_params(pending: PendingStep | None) -> dict[str, Any]:
@@ -185,7 +200,7 @@ def checkpoint(
     """Write; return cancel_requested, or None when this worker no longer owns the job."""
     params = owner.params() | _done_params(pending)
     params |= {"seq": seq, "name": name, "events": json.dumps(events or [])}
-    row = pg.fetch_one(CHECKPOINT, params)
+    row = pg.fetch_one(CHECKPOINTS[_deferred(pending)], params)
     return None if row is None else bool(row[0])
 
 
@@ -203,7 +218,7 @@ WITH job AS (
         wake_at = %(wake_at)s::timestamptz, wait_for = %(wait_for)s::uuid[]
     WHERE id = %(id)s AND {guard(S.RUNNING, S.COMPLETED)} AND locked_by = %(worker)s
       AND attempts = %(attempt)s
-    RETURNING id, project_id, parent_job_id, concurrency_key, queue, priority
+    RETURNING id, project_id, parent_job_id, concurrency_key, queue, priority, cancel_requested
 ), done AS (<DONE>), ev AS (
     INSERT INTO agent_job_events (job_id, project_id, type, message, data)
     SELECT job.id, job.project_id, e.type, e.message, e.data::jsonb
@@ -211,8 +226,9 @@ WITH job AS (
         AS e(ord int, type text, message text, data text)
     ORDER BY e.ord
 )
-SELECT id, project_id, parent_job_id, concurrency_key, queue, priority FROM job
-""".replace("<DONE>", DONE_STEP)
+SELECT id, project_id, parent_job_id, concurrency_key, queue, priority, cancel_requested FROM job
+"""
+FINISHES = (_FINISH.replace("<DONE>", DONE_STEP), _FINISH.replace("<DONE>", DONE_DEFERRED_STEP))
 
 
 @dataclass(frozen=True)
@@ -223,6 +239,8 @@ class Finished:
     concurrency_key: str | None
     queue: str
     priority: int
+    # A cancel that landed after the last checkpoint: the runner must not park or retry.
+    cancel_requested: bool = False
 
 
 def finish(
@@ -240,7 +258,7 @@ def finish(
         "refund": 1 if refund_attempt else 0, "wake_at": wake_at, "wait_for": wait_for,
         "events": json.dumps(events),
     }
-    row = pg.fetch_one(_FINISH, params)
+    row = pg.fetch_one(FINISHES[_deferred(pending)], params)
     return Finished(*row) if row is not None else None
 
 

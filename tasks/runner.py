@@ -38,6 +38,10 @@ def run_job(job_id: str) -> str:
         return "skipped"
     _log("job_claimed", job.id, attempt=job.attempt, job_type=job.job_type)
     ctx = JobContext(job, worker)
+    if job.cancel_requested:
+        # The first step after a claim does not check in before it runs (see
+        # JobContext.step), so a cancel asked of an earlier attempt is honoured here.
+        return _cancel(ctx)
     try:
         job_type = registry.get(job.job_type)
         result = job_type.handle(ctx, job_type.parse(job.payload))
@@ -95,6 +99,8 @@ def _failed(ctx: JobContext, exc: Exception) -> str:
                            refund_attempt=not decision.count_attempt)
         if done is None:
             return "lost"
+        if done.cancel_requested:
+            return _cancel_parked(done)
         dispatch_quietly(done.id, done.queue, done.priority, countdown=decision.delay)
         if done.concurrency_key is not None:
             control.wake_next_for_key(done.concurrency_key)
@@ -111,6 +117,8 @@ def _suspend(ctx: JobContext, suspend: Suspend) -> str:
     done = _transition(ctx, S.WAITING, wake_at=suspend.wake_at, wait_for=suspend.wait_for)
     if done is None:
         return "lost"
+    if done.cancel_requested:
+        return _cancel_parked(done)
     # Children may have finished, or the timer come due, before the row said
     # `waiting`; nobody would wake the job then, so check once more ourselves.
     control.resume_if_ready(done.id)
@@ -125,6 +133,17 @@ def _cancel(ctx: JobContext) -> str:
         return "lost"
     control.cancel_tree(done.id)  # the children go with their parent
     _after_terminal(done)
+    return "canceled"
+
+
+def _cancel_parked(done: store.Finished) -> str:
+    """A cancel arrived during the last step, with no boundary after it to notice it.
+
+    The job is queued or waiting now, where a cancel takes effect at once.
+    """
+    control.cancel_tree(done.id)
+    if done.concurrency_key is not None:
+        control.wake_next_for_key(done.concurrency_key)
     return "canceled"
 
 

@@ -108,3 +108,46 @@ def _children(parent) -> list[dict]:
     rows = pg.fetch("SELECT id FROM agent_jobs WHERE parent_job_id = %s ORDER BY created_at",
                     (parent,))
     return [job(r[0]) for r in rows]
+
+
+def test_a_cancel_during_the_step_before_a_suspension_is_not_parked(worker, project):
+    # Given a job that is canceled while running the step after which it suspends for an hour
+    job_id = new_job(project, "test.canceled_mid_step", {"then": "suspend"})
+
+    # Then it does not sit in `waiting` for that hour: it ends canceled now
+    row = wait_for(job_id, timeout=5)
+    assert row["status"] == "canceled", row
+    assert row["wake_at"] is None
+    assert steps(job_id)[0]["status"] == "completed"
+
+
+def test_a_cancel_during_a_failing_step_is_not_retried(worker, project):
+    # Given a job canceled while running a step that then fails with a retryable error
+    # (its retry would come after a 60s backoff)
+    job_id = new_job(project, "test.canceled_mid_step", {"then": "retry"})
+
+    # Then it ends canceled now instead of queued for another attempt
+    row = wait_for(job_id, timeout=5)
+    assert row["status"] == "canceled", row
+    assert row["attempts"] == 1
+    assert steps(job_id)[0]["status"] == "failed"
+
+
+def test_a_cancel_asked_of_a_job_whose_worker_then_died_is_honoured_after_reclaim(worker,
+                                                                                  project):
+    # Given a running job that was asked to cancel, whose worker then died mid-step
+    job_id = new_job(project, payload={"steps": 2}, publish=False)
+    pg.fetch("UPDATE agent_jobs SET status = 'running', attempts = 1, locked_by = 'dead:1', "
+             "locked_at = now() - interval '1 hour', heartbeat_at = now() - interval '1 hour', "
+             "cancel_requested = true WHERE id = %s", (job_id,))
+    pg.fetch("INSERT INTO job_steps (job_id, seq, name, status) VALUES (%s, 1, 'step-1', "
+             "'running')", (job_id,))
+
+    # When the stale sweep gives it back to the queue and a worker picks it up
+    assert sweeps.run_sweeps(tick=1)["reclaim_stale"] == 1
+    row = wait_for(job_id)
+
+    # Then it is canceled without running another step
+    assert row["status"] == "canceled", row
+    assert step_events(job_id, "started") == []
+    assert [(s["name"], s["status"]) for s in steps(job_id)] == [("step-1", "failed")]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from tasks.errors import PermanentError, RetryableError
+from tasks.errors import PermanentError, RetryableError, Suspend
 from tasks.registry import JobType, register
 from tasks.retry import RetryPolicy
 
@@ -120,6 +121,27 @@ def unserialisable(ctx, p: Unserialisable) -> set[int]:
     return {1, 2}
 
 
+class CanceledMidStep(BaseModel):
+    then: str  # "suspend" or "retry": what the job does right after the step
+
+
+def canceled_mid_step(ctx, p: CanceledMidStep) -> None:
+    """A cancel lands while the last step before a suspension or a retry is running.
+
+    No step boundary follows, so only the runner can notice it.
+    """
+    from tasks import control
+
+    def work() -> None:
+        control.cancel_tree(ctx.job_id)  # as if a user pressed cancel just now
+        if p.then == "retry":
+            raise RetryableError("upstream hiccup")
+
+    ctx.step("work", work)
+    # What ctx.sleep() does once its step is recorded (here: a long timer).
+    raise Suspend("timer", wake_at=datetime.now(UTC) + timedelta(hours=1))
+
+
 register(JobType("test.fan_out", FanOut, fan_out))
 register(JobType("test.sleeper", Sleeper, sleeper))
 register(JobType("test.shifty", Shifty, shifty, max_attempts=3, retry_policy=FAST_RETRY))
@@ -128,3 +150,5 @@ register(JobType("test.flaky", Flaky, flaky, max_attempts=3, retry_policy=FAST_R
 register(JobType("test.gated", Gated, gated, max_attempts=1))
 register(JobType("test.rate_limited", RateLimited, rate_limited, max_attempts=1))
 register(JobType("test.unserialisable", Unserialisable, unserialisable))
+register(JobType("test.canceled_mid_step", CanceledMidStep, canceled_mid_step, max_attempts=3,
+                 retry_policy=RetryPolicy(base_seconds=60.0, jitter=0.0)))

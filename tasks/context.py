@@ -8,6 +8,7 @@ crash or resumed after a wait and pick up exactly where it stopped.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,11 +40,19 @@ class ChildOutcome:
     error: str | None
 
 
+# A JSON \u0000 escape (not preceded by an escaped backslash): jsonb refuses it.
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
 def to_json(value: Any, what: str) -> str:
+    """JSON text PostgreSQL will store; anything else fails the job now, not its next write."""
     try:
-        return json.dumps(value)
+        encoded = json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise PermanentError(f"{what} is not JSON-serialisable: {exc}") from None
+    if _NUL_ESCAPE.search(encoded):
+        raise PermanentError(f"{what} contains a NUL character, which PostgreSQL cannot store")
+    return encoded
 
 
 class JobContext:
@@ -91,7 +100,8 @@ class JobContext:
             output = fn(*args, **kwargs)
             encoded = to_json(output, f"the output of step {name!r}")
         except Exception as exc:
-            self.pending = self._outcome(deferred, seq, name, STEP_FAILED, error=_describe(exc))
+            self.pending = self._outcome(deferred, seq, name, STEP_FAILED,
+                                         error=describe_error(exc))
             raise
         except BaseException:
             if deferred is not None:
@@ -191,6 +201,6 @@ class JobContext:
         return [started, outcome]
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
+def describe_error(exc: BaseException) -> str:
+    text = str(exc).replace("\x00", "\\x00")  # a text column cannot hold NUL
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

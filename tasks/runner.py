@@ -6,7 +6,7 @@ import logging
 import uuid
 
 from tasks import control, lifecycle, registry, store
-from tasks.context import JobContext, to_json
+from tasks.context import JobContext, describe_error, to_json
 from tasks.dispatch import dispatch_quietly
 from tasks.errors import (
     CancelRequested,
@@ -90,7 +90,7 @@ def _failed(ctx: JobContext, exc: Exception) -> str:
     job_type = _job_type_or_none(ctx.job_type)
     policy = job_type.retry_policy if job_type else RetryPolicy()
     decision = decide(ctx.attempt, ctx.max_attempts, exc, policy)
-    error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    error = describe_error(exc)
     if not isinstance(exc, SwitchyardError):
         log.exception("handler raised",
                       extra={"action": "handler_error", "job_id": str(ctx.job_id)})

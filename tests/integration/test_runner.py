@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
+from tasks import pg
 from tests.integration.jobdb import job, new_job, status_history, step_events, steps, wait_for
 
 
@@ -158,3 +161,51 @@ def test_a_result_that_is_not_json_fails_the_job(project):
     assert row["attempts"] == 1 and row["result"] is None
     assert row["last_error"].startswith("PermanentError: the handler's result is not "
                                         "JSON-serialisable")
+
+
+def test_a_slow_first_step_shows_as_started_while_it_runs(worker, project):
+    """The first step's start is deferred to save a write, but not hidden while it runs."""
+    from tests.conftest import wait_until
+
+    job_id = new_job(project, payload={"steps": 2, "step_seconds": 0.8})
+    wait_until(lambda: [(s["name"], s["status"]) for s in steps(job_id)] == [("step-1",
+                                                                             "running")],
+               timeout=5, what="step-1 to show as running")
+    assert step_events(job_id) == ["step-1"]
+    wait_for(job_id)
+    assert [(s["name"], s["status"], s["attempts"]) for s in steps(job_id)] == [
+        ("step-1", "completed", 1), ("step-2", "completed", 1)]
+    assert step_events(job_id, "started") == ["step-1", "step-2"]
+    assert step_events(job_id, "completed") == ["step-1", "step-2"]
+
+
+def test_a_fast_first_step_writes_its_start_with_its_outcome(worker, project):
+    job_id = new_job(project, payload={"steps": 1})
+    wait_for(job_id)
+    rows = pg.fetch("SELECT data->>'status' FROM agent_job_events WHERE job_id = %s "
+                    "AND type = 'step' ORDER BY id", (job_id,))
+    assert [r[0] for r in rows] == ["started", "completed"], "in order, once each"
+    step = steps(job_id)[0]
+    assert step["started_at"] <= step["finished_at"] and step["attempts"] == 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "why"),
+    [
+        pytest.param("nan", "NaN is not JSON, though json.dumps writes it", id="nan"),
+        pytest.param("nul", "jsonb cannot hold \\u0000", id="nul"),
+    ],
+)
+def test_a_step_output_postgres_cannot_store_fails_the_job_cleanly(worker, project, kind, why):
+    job_id = new_job(project, "test.odd_output", {"kind": kind})
+    row = wait_for(job_id, timeout=5)
+    assert (row["status"], row["attempts"]) == ("failed", 1), why
+    assert "the output of step 'odd'" in row["last_error"]
+    assert [(s["name"], s["status"]) for s in steps(job_id)] == [("odd", "failed")]
+
+
+def test_an_error_message_with_a_nul_byte_is_stored_escaped(worker, project):
+    job_id = new_job(project, "test.odd_output", {"kind": "nul_error"})
+    row = wait_for(job_id, timeout=5)
+    assert (row["status"], row["last_error"]) == ("failed", "PermanentError: bad\\x00byte")
+    assert steps(job_id)[0]["error"] == "PermanentError: bad\\x00byte"

@@ -142,6 +142,23 @@ def canceled_mid_step(ctx, p: CanceledMidStep) -> None:
     raise Suspend("timer", wake_at=datetime.now(UTC) + timedelta(hours=1))
 
 
+class OddOutput(BaseModel):
+    # "nan" or "nul": an output json.dumps accepts but PostgreSQL's jsonb refuses;
+    # "nul_error": an error message a text column refuses.
+    kind: str
+
+
+def odd_output(ctx, p: OddOutput) -> dict:
+    def odd() -> dict:
+        if p.kind == "nul_error":
+            raise PermanentError("bad\x00byte")
+        return {"value": float("nan") if p.kind == "nan" else "before\x00after"}
+
+    ctx.step("odd", odd)
+    ctx.step("next", lambda: 1)
+    return {"ok": True}
+
+
 register(JobType("test.fan_out", FanOut, fan_out))
 register(JobType("test.sleeper", Sleeper, sleeper))
 register(JobType("test.shifty", Shifty, shifty, max_attempts=3, retry_policy=FAST_RETRY))
@@ -150,5 +167,6 @@ register(JobType("test.flaky", Flaky, flaky, max_attempts=3, retry_policy=FAST_R
 register(JobType("test.gated", Gated, gated, max_attempts=1))
 register(JobType("test.rate_limited", RateLimited, rate_limited, max_attempts=1))
 register(JobType("test.unserialisable", Unserialisable, unserialisable))
+register(JobType("test.odd_output", OddOutput, odd_output, retry_policy=FAST_RETRY))
 register(JobType("test.canceled_mid_step", CanceledMidStep, canceled_mid_step, max_attempts=3,
                  retry_policy=RetryPolicy(base_seconds=60.0, jitter=0.0)))

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
 import uuid
+from functools import lru_cache
 
 from flask import g, request
 
 from app import db
 from app.errors import ApiError
-from app.tokens import owner_for_token
+from app.ratelimit import RateLimiter
+from app.tokens import hash_token, owner_for_token
+from tasks.settings import get_settings
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
@@ -26,7 +30,18 @@ def require_token() -> None:
     if owner is None:
         raise ApiError(401, "unauthorized", "invalid or revoked token",
                        headers={"WWW-Authenticate": "Bearer"})
+    wait = limiter().acquire(hash_token(token.strip()))
+    if wait:
+        raise ApiError(429, "rate_limited", "too many requests for this token; slow down",
+                       {"retry_after_seconds": round(wait, 3)},
+                       headers={"Retry-After": str(math.ceil(wait))})
     g.owner_id = owner
+
+
+@lru_cache(maxsize=1)
+def limiter() -> RateLimiter:
+    settings = get_settings()
+    return RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
 
 
 def current_owner() -> uuid.UUID:

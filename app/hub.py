@@ -1,9 +1,12 @@
 """One event listener per web process, fanning new events out to every stream subscriber.
 
-A single thread reads `agent_job_events` past its cursor and hands each row to
-the subscribers whose filter matches: one query loop per process, never one per
-client. Identity ids are assigned before commit, so a later id can become
-visible before an earlier one; the hub only moves past a gap once the gap has
+A single thread LISTENs for the NOTIFY that every event-writing statement sends
+(migration 0002), reads `agent_job_events` past its cursor and hands each row to
+the subscribers whose filter matches: one database listener per process, never
+one connection or one polling loop per client.
+
+Identity ids are assigned before commit, so a later id can become visible
+before an earlier one; the hub only moves past a gap once the gap has
 stayed open for GAP_TIMEOUT (a rolled-back insert), so subscribers see events
 in id order with nothing skipped. A subscriber whose queue fills up (a client
 that stopped reading) is dropped; it resumes from its cursor.
@@ -24,7 +27,9 @@ from tasks import pg
 
 log = logging.getLogger(__name__)
 
-POLL_SECONDS = 0.05
+CHANNEL = "switchyard_events"
+IDLE_RECHECK = 1.0
+GAP_RECHECK = 0.05
 GAP_TIMEOUT = 2.0
 QUEUE_LIMIT = 2000
 BATCH = 1000
@@ -96,15 +101,22 @@ class EventHub:
     def _run(self) -> None:
         while True:
             try:
-                if self._cursor is None:
-                    row = pg.fetch_one("SELECT COALESCE(max(id), 0) FROM agent_job_events")
-                    self._cursor = row[0] if row else 0
+                with pg.connect() as listener:
+                    listener.execute(f"LISTEN {CHANNEL}")
+                    if self._cursor is None:
+                        row = pg.fetch_one("SELECT COALESCE(max(id), 0) FROM agent_job_events")
+                        self._cursor = row[0] if row else 0
                     self._ready.set()
-                self._poll()
+                    while True:
+                        self._poll()
+                        # Woken by the next NOTIFY; the timeout re-reads anyway, which
+                        # closes a gap that is waiting for its late commit.
+                        timeout = GAP_RECHECK if self._gap_since is not None else IDLE_RECHECK
+                        for _ in listener.notifies(timeout=timeout, stop_after=1):
+                            pass
             except Exception:
-                log.warning("event hub poll failed", exc_info=True)
+                log.warning("event hub lost its connection; reconnecting", exc_info=True)
                 time.sleep(1)
-            time.sleep(POLL_SECONDS)
 
     def _poll(self) -> None:
         assert self._cursor is not None

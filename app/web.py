@@ -9,7 +9,7 @@ from flask import Flask
 from app import db
 from app.auth import require_token
 from app.errors import register_error_handlers
-from app.routes import health, jobs, projects
+from app.routes import health, jobs, monitor, projects, streams
 from tasks.settings import get_settings
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -21,10 +21,12 @@ def create_app() -> Flask:
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     app = Flask("switchyard")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": 15}
     app.json.sort_keys = False  # type: ignore[attr-defined]
     register_error_handlers(app)
     app.before_request(require_token)
     app.teardown_appcontext(db.close_session)
-    for bp in (health.bp, projects.bp, jobs.bp):
+    for bp in (health.bp, projects.bp, jobs.bp, streams.bp, monitor.bp):
         app.register_blueprint(bp)
+    streams.sock.init_app(app)
     return app

@@ -85,6 +85,8 @@ class Settings:
     worker_concurrency: int
     worker_pool: str
     log_level: str
+    rate_limit_per_second: float
+    rate_limit_burst: float
 
     @property
     def sqlalchemy_url(self) -> str:
@@ -114,4 +116,6 @@ def get_settings() -> Settings:
         worker_concurrency=env_int("SWITCHYARD_WORKER_CONCURRENCY", 8, minimum=1),
         worker_pool=env_str("SWITCHYARD_WORKER_POOL", "threads"),
         log_level=env_str("SWITCHYARD_LOG_LEVEL", "INFO").upper(),
+        rate_limit_per_second=env_float("SWITCHYARD_RATE_LIMIT_PER_SECOND", 100.0, minimum=0.01),
+        rate_limit_burst=env_float("SWITCHYARD_RATE_LIMIT_BURST", 400.0, minimum=1),
     )

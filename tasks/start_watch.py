@@ -80,7 +80,8 @@ def _write(d: DeferredStart) -> None:
         if d.settled:
             return
         try:
-            store.checkpoint(d.owner, None, seq=d.seq, name=d.name, events=[d.started_event(1)])
+            store.checkpoint(d.owner, None, seq=d.seq, name=d.name, events=[d.started_event(1)],
+                             started_at=d.started_at)
             d.written = True
         except Exception:
             log.warning("could not write a deferred step start", exc_info=True)

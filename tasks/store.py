@@ -154,10 +154,11 @@ WITH job AS (
     WHERE id = %(id)s AND status = 'running' AND locked_by = %(worker)s AND attempts = %(attempt)s
 ), done AS (<DONE>), started AS (
     INSERT INTO job_steps (job_id, seq, name, status, attempts, started_at)
-    SELECT id, %(seq)s::int, %(name)s::text, 'running', 1, now() FROM job
+    SELECT id, %(seq)s::int, %(name)s::text, 'running', 1,
+        COALESCE(%(started_at)s::timestamptz, now()) FROM job
     WHERE %(seq)s::int IS NOT NULL AND NOT cancel_requested
     ON CONFLICT (job_id, seq) DO UPDATE SET status = 'running', name = EXCLUDED.name,
-        attempts = job_steps.attempts + 1, started_at = now(), finished_at = NULL,
+        attempts = job_steps.attempts + 1, started_at = EXCLUDED.started_at, finished_at = NULL,
         output = NULL, error = NULL
 ), ev AS (
     INSERT INTO agent_job_events (job_id, project_id, type, message, data)
@@ -195,11 +196,12 @@ def _done_params(pending: PendingStep | None) -> dict[str, Any]:
 
 def checkpoint(
     owner: Owner, pending: PendingStep | None, *, seq: int | None = None, name: str | None = None,
-    events: list[dict] | None = None,
+    events: list[dict] | None = None, started_at: datetime | None = None,
 ) -> bool | None:
     """Write; return cancel_requested, or None when this worker no longer owns the job."""
     params = owner.params() | _done_params(pending)
-    params |= {"seq": seq, "name": name, "events": json.dumps(events or [])}
+    params |= {"seq": seq, "name": name, "events": json.dumps(events or []),
+               "started_at": started_at}
     row = pg.fetch_one(CHECKPOINTS[_deferred(pending)], params)
     return None if row is None else bool(row[0])
 

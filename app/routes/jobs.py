@@ -16,7 +16,7 @@ from app.routes.body import parse_body
 from app.schemas import JobCreate, JobListQuery
 from app.sse import cursor_from_request, event_stream, sse_response
 from models import AgentJob
-from tasks import control
+from tasks import control, diagnosis
 from tasks.enqueue import EnqueueRequest, enqueue
 from tasks.status import TERMINAL, JobStatus
 
@@ -109,3 +109,12 @@ def job_events(jid: str):
         return e.type == "status" and JobStatus(e.data.get("status")) in TERMINAL
 
     return sse_response(event_stream(Subscription(job_id=job_id), cursor, is_last))
+
+
+@bp.get("/api/jobs/<jid>/diagnosis")
+def job_diagnosis(jid: str):
+    job = _owned_job(jid)
+    facts = diagnosis.gather(job.id)
+    if facts is None:
+        raise not_found("job")
+    return jsonify(diagnosis.as_json(facts, diagnosis.diagnose(facts)))

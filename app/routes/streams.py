@@ -1,0 +1,49 @@
+"""A project's live events: Server-Sent Events and WebSocket, both fed by the event hub."""
+
+from __future__ import annotations
+
+import json
+
+from flask import Blueprint
+from flask_sock import Sock
+from simple_websocket import ConnectionClosed
+
+from app import db
+from app.auth import current_owner
+from app.errors import not_found
+from app.hub import Subscription
+from app.queries import project_for_owner
+from app.sse import cursor_from_request, event_stream, sse_response
+
+bp = Blueprint("streams", __name__)
+sock = Sock()
+
+
+def _owned_project_id(pid: str):
+    project = project_for_owner(db.session(), current_owner(), pid)
+    if project is None:
+        raise not_found("project")
+    project_id = project.id
+    db.close_session()  # no database session is held while the stream is open
+    return project_id
+
+
+@bp.get("/api/projects/<pid>/events")
+def project_events(pid: str):
+    project_id = _owned_project_id(pid)
+    return sse_response(event_stream(Subscription(project_id=project_id),
+                                     cursor_from_request()))
+
+
+@sock.route("/ws/projects/<pid>", bp=bp)
+def project_socket(ws, pid: str) -> None:
+    project_id = _owned_project_id(pid)
+    stream = event_stream(Subscription(project_id=project_id), cursor_from_request())
+    try:
+        for e in stream:
+            if e is not None:  # keep-alives are WebSocket pings (SOCK_SERVER_OPTIONS)
+                ws.send(json.dumps(e.as_json()))
+    except ConnectionClosed:
+        pass
+    finally:
+        stream.close()

@@ -1,0 +1,206 @@
+""""Why is this job stuck?": one human sentence from the facts the database holds.
+
+`diagnose` is pure (facts in, sentence out); `gather` reads the facts.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tasks import pg
+from tasks.settings import get_settings
+from tasks.status import TERMINAL, JobStatus
+
+
+@dataclass(frozen=True)
+class Peer:
+    id: str
+    job_type: str
+    status: str
+
+
+@dataclass(frozen=True)
+class Facts:
+    now: datetime
+    id: str
+    job_type: str
+    status: str
+    queue: str
+    attempts: int
+    max_attempts: int
+    run_after: datetime
+    last_error: str | None = None
+    locked_by: str | None = None
+    heartbeat_at: datetime | None = None
+    worker_seen_at: datetime | None = None
+    wake_at: datetime | None = None
+    completed_at: datetime | None = None
+    dispatched_at: datetime | None = None
+    cancel_requested: bool = False
+    concurrency_key: str | None = None
+    concurrency_limit: int = 1
+    current_step: str | None = None
+    step_started_at: datetime | None = None
+    waiting_on: list[Peer] = field(default_factory=list)
+    key_holders: list[Peer] = field(default_factory=list)
+    queue_consumers: list[str] = field(default_factory=list)
+    queued_ahead: int = 0
+    stale_after_seconds: float = 60.0
+    sweep_seconds: float = 5.0
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    reason: str
+    summary: str
+
+
+def ago(now: datetime, then: datetime) -> str:
+    return _span((now - then).total_seconds()) + " ago"
+
+
+def until(now: datetime, then: datetime) -> str:
+    return "in " + _span((then - now).total_seconds())
+
+
+def _span(seconds: float) -> str:
+    s = max(seconds, 0)
+    if s < 90:
+        return f"{s:.0f}s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    if s < 172800:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} days"
+
+
+def _peers(peers: list[Peer]) -> str:
+    shown = ", ".join(f"{p.job_type} {p.id[:8]} ({p.status})" for p in peers[:5])
+    return shown + (f" and {len(peers) - 5} more" if len(peers) > 5 else "")
+
+
+def diagnose(f: Facts) -> Diagnosis:
+    status = JobStatus(f.status)
+    if status == JobStatus.COMPLETED:
+        return Diagnosis("completed", f"It is not stuck: it completed "
+                         f"{ago(f.now, f.completed_at or f.now)} after {f.attempts} attempt(s).")
+    if status == JobStatus.FAILED:
+        return Diagnosis("failed", f"It failed after {f.attempts} attempt(s): {f.last_error}. "
+                         "Retry it with POST /api/jobs/<id>/retry once the cause is fixed.")
+    if status == JobStatus.CANCELED:
+        return Diagnosis("canceled", f"It was canceled {ago(f.now, f.completed_at or f.now)}.")
+    if status == JobStatus.WAITING:
+        return _waiting(f)
+    if status == JobStatus.RUNNING:
+        return _running(f)
+    return _queued(f)
+
+
+def _waiting(f: Facts) -> Diagnosis:
+    if f.waiting_on:
+        return Diagnosis("waiting_on_children", f"It is waiting for {len(f.waiting_on)} child "
+                         f"job(s) to finish: {_peers(f.waiting_on)}.")
+    if f.wake_at is not None and f.wake_at > f.now:
+        return Diagnosis("sleeping", f"It is sleeping until {f.wake_at:%Y-%m-%d %H:%M:%S} UTC "
+                         f"({until(f.now, f.wake_at)}).")
+    return Diagnosis("ready_to_resume", "Everything it waited for is done; the next sweep "
+                     f"(every {f.sweep_seconds:g}s) puts it back in the queue.")
+
+
+def _running(f: Facts) -> Diagnosis:
+    where = f"on worker {f.locked_by}"
+    step = (f" in step {f.current_step!r} (started {ago(f.now, f.step_started_at)})"
+            if f.current_step and f.step_started_at else "")
+    if f.cancel_requested:
+        return Diagnosis("cancel_requested", f"A cancel was requested; it stops at its next step "
+                         f"boundary. It is running {where}{step}.")
+    beat = max((t for t in (f.worker_seen_at, f.heartbeat_at) if t is not None), default=None)
+    if beat is None or (f.now - beat).total_seconds() > f.stale_after_seconds:
+        seen = ("never sent a heartbeat" if beat is None
+                else f"last sent a heartbeat {ago(f.now, beat)}")
+        return Diagnosis("worker_lost", f"It is marked running {where}, which {seen} "
+                         f"(stale after {f.stale_after_seconds:g}s); the sweep will reclaim it "
+                         "and run it again from its last completed step.")
+    return Diagnosis("running", f"It is running {where} (last heartbeat {ago(f.now, beat)})"
+                     f"{step}, attempt {f.attempts} of {f.max_attempts}.")
+
+
+def _queued(f: Facts) -> Diagnosis:
+    if f.run_after > f.now:
+        if f.last_error:
+            return Diagnosis("retrying", f"It is retrying after an error ({f.last_error}); "
+                             f"attempt {f.attempts + 1} of {f.max_attempts} starts "
+                             f"{until(f.now, f.run_after)}.")
+        return Diagnosis("scheduled", f"It is scheduled to run at "
+                         f"{f.run_after:%Y-%m-%d %H:%M:%S} UTC ({until(f.now, f.run_after)}).")
+    if f.concurrency_key and len(f.key_holders) >= f.concurrency_limit:
+        return Diagnosis("concurrency_limit", f"It waits for a free slot under concurrency key "
+                         f"{f.concurrency_key!r} (limit {f.concurrency_limit}), held by "
+                         f"{_peers(f.key_holders)}.")
+    if not f.queue_consumers:
+        return Diagnosis("no_worker", f"No live worker consumes queue {f.queue!r}; start one "
+                         f"with `switchyard worker -Q {f.queue}`.")
+    published = f" Its wake-up was published {ago(f.now, f.dispatched_at)}." \
+        if f.dispatched_at else ""
+    return Diagnosis("queued", f"It is queued on {f.queue!r} behind {f.queued_ahead} older job(s); "
+                     f"{len(f.queue_consumers)} live worker(s) consume that queue.{published}")
+
+
+FACTS = """
+SELECT now(), j.id::text, j.job_type, j.status, j.queue, j.attempts, j.max_attempts, j.run_after,
+    j.last_error, j.locked_by, j.heartbeat_at, w.last_seen_at, j.wake_at, j.completed_at,
+    j.dispatched_at, j.cancel_requested, j.concurrency_key, j.concurrency_limit,
+    s.name, s.started_at, j.wait_for, j.priority, j.created_at
+FROM agent_jobs j
+LEFT JOIN worker_heartbeats w ON w.worker = j.locked_by AND j.status = 'running'
+LEFT JOIN LATERAL (SELECT name, started_at FROM job_steps
+                   WHERE job_id = j.id AND status = 'running' ORDER BY seq DESC LIMIT 1) s ON true
+WHERE j.id = %s
+"""
+
+
+def gather(job_id: uuid.UUID | str) -> Facts | None:
+    row = pg.fetch_one(FACTS, (job_id,))
+    if row is None:
+        return None
+    settings = get_settings()
+    (now, jid, jtype, status, queue, attempts, max_attempts, run_after, last_error, locked_by,
+     heartbeat_at, seen, wake_at, completed_at, dispatched_at, cancel, ckey, climit,
+     step, step_started, wait_for, priority, created_at) = row
+    waiting_on = key_holders = []
+    consumers: list[str] = []
+    ahead = 0
+    if status == JobStatus.WAITING and wait_for:
+        waiting_on = _peer_rows("id = ANY(%s) AND status <> ALL(%s)",
+                                (wait_for, [t.value for t in TERMINAL]))
+    if status == JobStatus.QUEUED:
+        if ckey:
+            key_holders = _peer_rows("concurrency_key = %s AND status = 'running'", (ckey,))
+        consumers = [r[0] for r in pg.fetch(
+            "SELECT worker FROM worker_heartbeats WHERE stopped_at IS NULL "
+            "AND last_seen_at > now() - make_interval(secs => %s) AND queues ? %s",
+            (settings.stale_after_seconds, queue))]
+        ahead = pg.fetch_one(
+            "SELECT count(*) FROM agent_jobs WHERE status = 'queued' AND queue = %s "
+            "AND run_after <= now() AND (priority > %s OR (priority = %s AND created_at < %s))",
+            (queue, priority, priority, created_at))[0]
+    return Facts(now, jid, jtype, status, queue, attempts, max_attempts, run_after, last_error,
+                 locked_by, heartbeat_at, seen, wake_at, completed_at, dispatched_at, cancel,
+                 ckey, climit, step, step_started, waiting_on, key_holders, consumers, ahead,
+                 settings.stale_after_seconds, settings.sweep_seconds)
+
+
+def _peer_rows(condition: str, params: tuple) -> list[Peer]:
+    rows = pg.fetch(f"SELECT id::text, job_type, status FROM agent_jobs WHERE {condition} "
+                    "ORDER BY created_at LIMIT 50", params)
+    return [Peer(*r) for r in rows]
+
+
+def as_json(f: Facts, d: Diagnosis) -> dict[str, Any]:
+    facts = {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in asdict(f).items()
+             if k not in {"now", "id"}}
+    return {"job_id": f.id, "status": f.status, "reason": d.reason, "summary": d.summary,
+            "facts": facts, "checked_at": f.now.isoformat()}

@@ -12,7 +12,10 @@ from tasks.status import TERMINAL, JobStatus, guard, sql_list
 S = JobStatus
 
 # Queued and waiting jobs in the tree are canceled at once; running ones are
-# asked to stop at their next step boundary.
+# asked to stop at their next step boundary. The updates test `old.status`, the
+# row as locked (its latest version), not `j.status`, the statement's snapshot:
+# a running job that moved to waiting or queued while we waited for its lock
+# would otherwise match neither update, and the cancel would be lost.
 CANCEL_TREE = f"""
 WITH RECURSIVE tree AS (
     SELECT id FROM agent_jobs WHERE id = %(id)s
@@ -23,11 +26,11 @@ WITH RECURSIVE tree AS (
 ), canceled AS (
     UPDATE agent_jobs j SET status = 'canceled', cancel_requested = true, completed_at = now(),
         updated_at = now(), wake_at = NULL
-    FROM old WHERE j.id = old.id AND j.{guard({S.QUEUED, S.WAITING}, S.CANCELED)}
+    FROM old WHERE j.id = old.id AND old.{guard({S.QUEUED, S.WAITING}, S.CANCELED)}
     RETURNING j.id, j.project_id, j.parent_job_id, old.status AS was
 ), requested AS (
     UPDATE agent_jobs j SET cancel_requested = true, updated_at = now()
-    FROM old WHERE j.id = old.id AND j.status = 'running'
+    FROM old WHERE j.id = old.id AND old.status = 'running'
 ), ev AS (
     INSERT INTO agent_job_events (job_id, project_id, type, message, data)
     SELECT id, project_id, 'status', 'canceled',

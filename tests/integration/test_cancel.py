@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
+import pytest
+
 from tasks import control, pg, runner, sweeps
+from tasks.pg import connect
 from tests.conftest import wait_until
-from tests.integration.jobdb import job, new_job, status_history, step_events, steps, wait_for
+from tests.integration.jobdb import job, new_job, park, status_history, step_events, steps, wait_for
 
 
 def test_a_queued_job_is_canceled_at_once(project):
@@ -151,3 +155,39 @@ def test_a_cancel_asked_of_a_job_whose_worker_then_died_is_honoured_after_reclai
     assert row["status"] == "canceled", row
     assert step_events(job_id, "started") == []
     assert [(s["name"], s["status"]) for s in steps(job_id)] == [("step-1", "failed")]
+
+
+@pytest.mark.parametrize(
+    ("new_status", "why"),
+    [
+        pytest.param("waiting", "the job suspended just as the cancel came", id="to-waiting"),
+        pytest.param("queued", "the job went back for a retry just as the cancel came",
+                     id="to-queued"),
+    ],
+)
+def test_a_cancel_racing_a_status_change_is_not_lost(project, new_status, why):
+    # Given a running job whose worker is committing a move to `new_status`
+    job_id = new_job(project, publish=False)
+    park(job_id)
+    pg.fetch("UPDATE agent_jobs SET status = 'running', attempts = 1, locked_by = 'w:1' "
+             "WHERE id = %s", (job_id,))
+    with connect() as worker_conn:
+        tx = worker_conn.transaction()
+        tx.__enter__()
+        worker_conn.execute("UPDATE agent_jobs SET status = %s WHERE id = %s",
+                            (new_status, job_id))
+
+        # When a cancel arrives meanwhile (it must wait for that row) and the move commits
+        result: list = []
+        canceler = threading.Thread(target=lambda: result.append(control.cancel_tree(job_id)))
+        canceler.start()
+        time.sleep(0.3)
+        assert canceler.is_alive(), "cancel_tree should be waiting for the row lock"
+        tx.__exit__(None, None, None)
+        canceler.join(5)
+
+    # Then the cancel took effect on the job as it now is
+    assert result == [[job_id]], why
+    row = job(job_id)
+    assert (row["status"], row["cancel_requested"]) == ("canceled", True)
+    assert status_history(job_id)[-1] == "canceled"

@@ -12,15 +12,31 @@ from models.schema import (
     SweepRun,
     WorkerHeartbeat,
 )
+from models.startup import (
+    ActionExecution,
+    AgentMemory,
+    Approval,
+    ChatMessage,
+    EmailJob,
+    LlmUsage,
+    Packet,
+)
 
 __all__ = [
     "SYSTEM_PROJECT_ID",
+    "ActionExecution",
     "AgentJob",
     "AgentJobEvent",
+    "AgentMemory",
     "ApiToken",
+    "Approval",
     "Base",
+    "ChatMessage",
+    "EmailJob",
     "JobStep",
+    "LlmUsage",
     "Owner",
+    "Packet",
     "Project",
     "SweepRun",
     "WorkerHeartbeat",

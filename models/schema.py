@@ -109,8 +109,9 @@ class AgentJob(Base):
     timeout_seconds: Mapped[int | None] = mapped_column(Integer)
     # A suspended job's timer (ctx.sleep) and when its wake-up was last published.
     wake_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    # The children a suspended job waits for (ctx.wait).
+    # The children a suspended job waits for (ctx.wait), and why it waits (shown by diagnosis).
     wait_for: Mapped[list[uuid.UUID] | None] = mapped_column(ARRAY(Uuid))
+    wait_reason: Mapped[str | None] = mapped_column(Text)
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = _now_column()
     updated_at: Mapped[datetime] = _now_column()

@@ -77,7 +77,7 @@ def retry_failed(job_id: uuid.UUID | str) -> bool:
 RESUME = f"""
 WITH job AS (
     UPDATE agent_jobs p SET status = 'queued', run_after = now(), wake_at = NULL,
-        wait_for = NULL, dispatched_at = now(), updated_at = now()
+        wait_for = NULL, wait_reason = NULL, dispatched_at = now(), updated_at = now()
     WHERE p.id = ANY(%(ids)s::uuid[]) AND p.{guard(S.WAITING, S.QUEUED)}
       AND (p.wake_at IS NULL OR p.wake_at <= now())
       AND NOT EXISTS (SELECT 1 FROM agent_jobs c WHERE c.id = ANY(p.wait_for)

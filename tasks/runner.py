@@ -114,7 +114,8 @@ def _failed(ctx: JobContext, exc: Exception) -> str:
 
 
 def _suspend(ctx: JobContext, suspend: Suspend) -> str:
-    done = _transition(ctx, S.WAITING, wake_at=suspend.wake_at, wait_for=suspend.wait_for)
+    done = _transition(ctx, S.WAITING, wake_at=suspend.wake_at, wait_for=suspend.wait_for,
+                       wait_reason=suspend.reason)
     if done is None:
         return "lost"
     if done.cancel_requested:

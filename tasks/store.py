@@ -217,7 +217,8 @@ WITH job AS (
         dispatched_at = CASE WHEN %(delay)s::float8 IS NULL THEN dispatched_at
                              ELSE now() + make_interval(secs => %(delay)s::float8) END,
         attempts = attempts - %(refund)s::int,
-        wake_at = %(wake_at)s::timestamptz, wait_for = %(wait_for)s::uuid[]
+        wake_at = %(wake_at)s::timestamptz, wait_for = %(wait_for)s::uuid[],
+        wait_reason = %(wait_reason)s::text
     WHERE id = %(id)s AND {guard(S.RUNNING, S.COMPLETED)} AND locked_by = %(worker)s
       AND attempts = %(attempt)s
     RETURNING id, project_id, parent_job_id, concurrency_key, queue, priority, cancel_requested
@@ -249,7 +250,7 @@ def finish(
     owner: Owner, new: JobStatus, pending: PendingStep | None, events: list[dict], *,
     result: str | None = None, error: str | None = None, delay: float | None = None,
     refund_attempt: bool = False, wake_at: datetime | None = None,
-    wait_for: list[str] | None = None,
+    wait_for: list[str] | None = None, wait_reason: str | None = None,
 ) -> Finished | None:
     """Move a running job on (completed, failed, canceled, queued, waiting). None: not ours."""
     if not can_transition(S.RUNNING, new):
@@ -258,6 +259,7 @@ def finish(
         "status": new.value, "result": result, "error": error,
         "terminal": new in (S.COMPLETED, S.FAILED, S.CANCELED), "delay": delay,
         "refund": 1 if refund_attempt else 0, "wake_at": wake_at, "wait_for": wait_for,
+        "wait_reason": wait_reason,
         "events": json.dumps(events),
     }
     row = pg.fetch_one(FINISHES[_deferred(pending)], params)

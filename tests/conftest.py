@@ -55,7 +55,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 TABLES = ("agent_job_events, job_steps, agent_jobs, sweep_runs, worker_heartbeats, "
-          "api_tokens, projects, owners")
+          "api_tokens, projects, owners, agent_memory, chat_messages, packets, approvals, "
+          "action_executions, email_jobs, llm_usage")
 
 
 @pytest.fixture

@@ -1,0 +1,192 @@
+"""The startup-OS tables: memory, chat, packets, approvals, the effect ledger, the email outbox,
+and LLM usage. Created by migration 0003."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    Numeric,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from models.schema import Base
+
+MEMORY_CATEGORIES = ("fact", "preference", "decision", "learning", "context")
+APPROVAL_STATUSES = ("pending", "approved", "rejected", "expired")
+EXECUTION_STATUSES = ("idle", "queued", "running", "completed", "failed")
+EFFECT_STATUSES = ("intent", "succeeded", "failed", "unknown")
+EMAIL_STATUSES = ("pending", "sending", "sent", "failed", "unknown")
+
+
+def _now() -> Mapped[datetime]:
+    return mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+def _project_fk() -> Mapped[uuid.UUID]:
+    return mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+
+
+class AgentMemory(Base):
+    __tablename__ = "agent_memory"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    project_id: Mapped[uuid.UUID] = _project_fk()
+    category: Mapped[str] = mapped_column(Text)
+    key: Mapped[str] = mapped_column(Text)
+    content: Mapped[str] = mapped_column(Text)
+    # Which job and step wrote the entry, so a memory can be traced to its source.
+    source_job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    source_step: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = _now()
+    updated_at: Mapped[datetime] = _now()
+
+    __table_args__ = (
+        UniqueConstraint("project_id", "category", "key", name="uq_agent_memory_key"),
+        CheckConstraint(f"category IN {MEMORY_CATEGORIES!r}", name="ck_agent_memory_category"),
+    )
+
+
+class ChatMessage(Base):
+    __tablename__ = "chat_messages"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    project_id: Mapped[uuid.UUID] = _project_fk()
+    role: Mapped[str] = mapped_column(Text)
+    content: Mapped[str] = mapped_column(Text)
+    # The user message an assistant message answers: unique, so a reply is stored once.
+    reply_to: Mapped[uuid.UUID | None] = mapped_column(Uuid, unique=True)
+    job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    created_at: Mapped[datetime] = _now()
+
+    __table_args__ = (
+        CheckConstraint("role IN ('user', 'assistant')", name="ck_chat_messages_role"),
+        Index("ix_chat_messages_project_created", "project_id", "created_at"),
+    )
+
+
+class Packet(Base):
+    __tablename__ = "packets"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    project_id: Mapped[uuid.UUID] = _project_fk()
+    job_id: Mapped[uuid.UUID] = mapped_column(Uuid, unique=True)
+    phase: Mapped[int] = mapped_column(Integer)
+    content: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = _now()
+
+    __table_args__ = (Index("ix_packets_project_created", "project_id", "created_at"),)
+
+
+class Approval(Base):
+    __tablename__ = "approvals"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    project_id: Mapped[uuid.UUID] = _project_fk()
+    source_job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    action_type: Mapped[str] = mapped_column(Text)
+    title: Mapped[str] = mapped_column(Text)
+    # The exact arguments the effect will run with, and their hash: an approval
+    # is bound to them; different arguments need a new approval.
+    action_args: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    args_hash: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(Text, server_default=text("'pending'"))
+    version: Mapped[int] = mapped_column(Integer, server_default=text("1"))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    decided_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    decided_by: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    execution_status: Mapped[str] = mapped_column(Text, server_default=text("'idle'"))
+    execution_job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    created_at: Mapped[datetime] = _now()
+    updated_at: Mapped[datetime] = _now()
+
+    __table_args__ = (
+        CheckConstraint(f"status IN {APPROVAL_STATUSES!r}", name="ck_approvals_status"),
+        CheckConstraint(f"execution_status IN {EXECUTION_STATUSES!r}",
+                        name="ck_approvals_execution_status"),
+        # One approval per source job and exact action (a packet re-run does not duplicate it).
+        UniqueConstraint("project_id", "source_job_id", "args_hash", name="uq_approvals_action"),
+        Index("ix_approvals_project_status", "project_id", "status", "created_at"),
+    )
+
+
+class ActionExecution(Base):
+    """The effect ledger: intent recorded before the call, outcome after."""
+
+    __tablename__ = "action_executions"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    idempotency_key: Mapped[str] = mapped_column(Text, unique=True)
+    project_id: Mapped[uuid.UUID] = _project_fk()
+    approval_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    action_type: Mapped[str] = mapped_column(Text)
+    args: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    status: Mapped[str] = mapped_column(Text, server_default=text("'intent'"))
+    provider_ref: Mapped[str | None] = mapped_column(Text)
+    response: Mapped[Any | None] = mapped_column(JSONB)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = _now()
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        CheckConstraint(f"status IN {EFFECT_STATUSES!r}", name="ck_action_executions_status"),
+        Index("ix_action_executions_project_created", "project_id", "action_type", "created_at"),
+    )
+
+
+class EmailJob(Base):
+    """The email outbox: rows to send, swept every minute by `email.process_due`."""
+
+    __tablename__ = "email_jobs"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    project_id: Mapped[uuid.UUID] = _project_fk()
+    idempotency_key: Mapped[str] = mapped_column(Text, unique=True)
+    kind: Mapped[str] = mapped_column(Text)
+    to_addr: Mapped[str] = mapped_column(Text)
+    subject: Mapped[str] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(Text, server_default=text("'pending'"))
+    send_after: Mapped[datetime] = _now()
+    attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = _now()
+
+    __table_args__ = (
+        CheckConstraint(f"status IN {EMAIL_STATUSES!r}", name="ck_email_jobs_status"),
+        Index("ix_email_jobs_due", "send_after", postgresql_where=text("status = 'pending'")),
+    )
+
+
+class LlmUsage(Base):
+    __tablename__ = "llm_usage"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    project_id: Mapped[uuid.UUID] = mapped_column(Uuid)
+    job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    provider: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(Text)
+    input_tokens: Mapped[int] = mapped_column(Integer)
+    output_tokens: Mapped[int] = mapped_column(Integer)
+    cost_usd: Mapped[Decimal] = mapped_column(Numeric(12, 6))
+    created_at: Mapped[datetime] = _now()
+
+    __table_args__ = (Index("ix_llm_usage_project_created", "project_id", "created_at"),)

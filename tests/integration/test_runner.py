@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from tasks import pg
+from tasks import control, pg, runner
 from tests.integration.jobdb import job, new_job, status_history, step_events, steps, wait_for
 
 
@@ -89,8 +89,6 @@ def test_a_job_past_its_timeout_fails_at_the_next_step_boundary(worker, project)
 
 
 def test_a_duplicate_delivery_of_a_finished_job_does_nothing(worker, project):
-    from tasks import runner
-
     job_id = new_job(project, payload={"steps": 1})
     wait_for(job_id)
     before = job(job_id)
@@ -111,8 +109,6 @@ def test_a_rate_limit_retry_gives_the_attempt_back(worker, project):
 
 def test_a_manual_retry_of_a_failed_job_runs_it_again_from_its_last_step(worker, project,
                                                                           tmp_path):
-    from tasks import control
-
     # Given a job that failed permanently because its gate was closed
     gate = tmp_path / "gate"
     job_id = new_job(project, "test.gated", {"gate": str(gate)})
@@ -132,8 +128,6 @@ def test_a_manual_retry_of_a_failed_job_runs_it_again_from_its_last_step(worker,
 
 
 def test_a_job_whose_type_is_gone_fails_permanently(project):
-    from tasks import pg, runner
-
     job_id = new_job(project, payload={"steps": 1}, publish=False)
     pg.fetch("UPDATE agent_jobs SET job_type = 'gone.away' WHERE id = %s", (job_id,))
     assert runner.run_job(str(job_id)) == "failed"
@@ -143,8 +137,6 @@ def test_a_job_whose_type_is_gone_fails_permanently(project):
 
 
 def test_a_stored_payload_that_no_longer_validates_fails_permanently(project):
-    from tasks import pg, runner
-
     job_id = new_job(project, payload={"steps": 1}, publish=False)
     pg.fetch("UPDATE agent_jobs SET payload = '{\"steps\": -1}' WHERE id = %s", (job_id,))
     assert runner.run_job(str(job_id)) == "failed"
@@ -153,8 +145,6 @@ def test_a_stored_payload_that_no_longer_validates_fails_permanently(project):
 
 
 def test_a_result_that_is_not_json_fails_the_job(project):
-    from tasks import runner
-
     job_id = new_job(project, "test.unserialisable", publish=False)
     assert runner.run_job(str(job_id)) == "failed"
     row = job(job_id)

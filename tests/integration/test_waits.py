@@ -6,7 +6,7 @@ import time
 from collections import Counter
 from datetime import timedelta
 
-from tasks import pg
+from tasks import pg, sweeps
 from tests.integration.jobdb import (
     job,
     new_job,
@@ -100,8 +100,6 @@ def test_a_sleeper_is_not_resumed_before_its_timer(worker, project):
     job_id = new_job(project, "test.sleeper", {"seconds": 30})
     wait_for(job_id, "waiting")
     for _ in range(3):
-        from tasks import sweeps
-
         sweeps.run_sweeps()
         time.sleep(0.4)
     assert job(job_id)["status"] == "waiting"

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap
 import os
 import socket
+import struct
 import threading
 import time
 
@@ -23,7 +25,10 @@ from tasks.status import JobStatus, guard
 log = logging.getLogger(__name__)
 
 _state = {"pid": 0, "worker": "", "queues": []}
-_shutdown_at: float | None = None
+# When shutdown was requested (time.monotonic(); 0.0 = not yet), in memory shared
+# with forked children: Celery tells only a prefork pool's parent about SIGTERM,
+# but the jobs run in its children, which must see it to hand them back in time.
+_shutdown_at = mmap.mmap(-1, 8)
 _stop = threading.Event()
 _lock = threading.Lock()
 
@@ -35,20 +40,23 @@ def worker_id() -> str:
     return str(_state["worker"])
 
 
+def _requested_at() -> float | None:
+    return struct.unpack_from("d", _shutdown_at)[0] or None
+
+
 def request_shutdown() -> None:
-    global _shutdown_at
-    if _shutdown_at is None:
-        _shutdown_at = time.monotonic()
+    if _requested_at() is None:
+        struct.pack_into("d", _shutdown_at, 0, time.monotonic())
         log.info("shutdown requested", extra={"action": "shutdown_requested"})
 
 
 def shutting_down() -> bool:
-    return _shutdown_at is not None
+    return _requested_at() is not None
 
 
 def grace_expired() -> bool:
-    return (_shutdown_at is not None
-            and time.monotonic() - _shutdown_at >= get_settings().shutdown_grace_seconds)
+    at = _requested_at()
+    return at is not None and time.monotonic() - at >= get_settings().shutdown_grace_seconds
 
 
 HEARTBEAT = """

@@ -1,0 +1,31 @@
+"""Fixtures for the end-to-end tests: real worker and beat processes (see procs.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.procs import Procs
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failing e2e test shows the tail of every process's log."""
+    outcome = yield
+    report = outcome.get_result()
+    procs: Procs | None = getattr(item, "_e2e_procs", None)
+    if procs is not None and report.failed:
+        report.sections.append(("e2e process logs", procs.report(lines=80)))
+
+
+@pytest.fixture
+def procs(db: None, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Procs]:
+    """Start workers and beats; every one of them is killed at teardown, pass or fail."""
+    manager = Procs(tmp_path)
+    request.node._e2e_procs = manager
+    try:
+        yield manager
+    finally:
+        manager.close()

@@ -1,0 +1,167 @@
+"""Real worker and beat processes for the end-to-end tests.
+
+Every process is started in a session of its own, writes its output to a log
+file under the test's tmp dir, and is killed (the whole process group, by id)
+when the test ends, whatever the test's outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tasks import pg
+
+ROOT = Path(__file__).resolve().parents[2]
+CELERY = [sys.executable, "-m", "celery", "-A", "tasks.celery_app"]
+QUEUES = "default,agents,io,browser,sweeps"
+POOL_BANNER = {"threads": "thread"}  # how the worker's banner names a pool
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen
+    log: Path
+    started_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def text(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def tail(self, lines: int = 60) -> str:
+        return "\n".join(self.text().splitlines()[-lines:])
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            os.kill(self.pid, sig)
+
+    def kill9(self) -> None:
+        """SIGKILL the process (and anything it forked) and reap it."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)
+        self.popen.wait(timeout=10)
+
+    def wait_exit(self, timeout: float) -> int:
+        return self.popen.wait(timeout=timeout)
+
+
+class Procs:
+    """Starts workers and beats; `close()` kills whatever is still running."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.all: list[Proc] = []
+
+    def _start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Proc:
+        log = self.tmp / f"{name}.log"
+        environ = os.environ.copy()
+        environ["PYTHONUNBUFFERED"] = "1"
+        environ.update(env or {})
+        with log.open("wb") as out:
+            popen = subprocess.Popen(
+                [*CELERY, *args], cwd=ROOT, env=environ, stdin=subprocess.DEVNULL,
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        proc = Proc(name, popen, log)
+        self.all.append(proc)
+        return proc
+
+    def worker(self, name: str, pool: str = "solo", concurrency: int = 1,
+               env: dict[str, str] | None = None, ready: bool = True) -> Proc:
+        # Celery cannot tell `-P prefork` from no -P at all and then lets the configured
+        # pool win, so the pool goes through the environment as well.
+        proc = self._start(name, [
+            "worker", "-P", pool, "-c", str(concurrency), "-n", f"{name}@%h", "-Q", QUEUES,
+            "-l", "INFO", "--without-mingle", "--without-gossip", "--without-heartbeat",
+        ], {"SWITCHYARD_WORKER_POOL": pool, **(env or {})})
+        if ready:
+            self.wait(lambda: _heartbeat_seen(proc.pid), 30, f"worker {name} ready")
+            banner = POOL_BANNER.get(pool, pool)
+            assert f"concurrency: {concurrency} ({banner})" in proc.text(), proc.tail()
+        return proc
+
+    def beat(self, name: str) -> Proc:
+        return self._start(name, ["beat", "-s", str(self.tmp / f"{name}-schedule"), "-l", "INFO"])
+
+    def wait(self, predicate: Callable[[], object], timeout: float, what: str) -> object:
+        """Poll until truthy (the failure report carries every process's log tail)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            time.sleep(0.1)
+
+    def report(self, lines: int = 60) -> str:
+        parts = []
+        for p in self.all:
+            state = "running" if p.alive() else f"exited {p.popen.returncode}"
+            parts.append(f"----- {p.name} (pid {p.pid}, {state}) {p.log} -----\n{p.tail(lines)}")
+        return "\n".join(parts)
+
+    def close(self) -> None:
+        for p in self.all:
+            if p.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+        for p in self.all:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.popen.wait(timeout=10)
+
+
+def _heartbeat_seen(pid: int) -> bool:
+    return pg.fetch_one("SELECT 1 FROM worker_heartbeats WHERE pid = %s AND stopped_at IS NULL",
+                        (pid,)) is not None
+
+
+# --- reading the truth from PostgreSQL --------------------------------------------------------
+
+def job(job_id) -> dict:
+    row = pg.fetch_one("SELECT status, locked_by, attempts, last_error, result FROM agent_jobs "
+                       "WHERE id = %s", (job_id,))
+    assert row is not None, f"job {job_id} not found"
+    return dict(zip(("status", "locked_by", "attempts", "last_error", "result"), row,
+                    strict=True))
+
+
+def status(job_id) -> str:
+    return job(job_id)["status"]
+
+
+def steps(job_id) -> dict[int, str]:
+    """seq -> status of the job's step rows."""
+    return dict(pg.fetch("SELECT seq, status FROM job_steps WHERE job_id = %s ORDER BY seq",
+                         (job_id,)))
+
+
+def started_counts(job_id) -> dict[int, int]:
+    """seq -> how many times a 'started' step event was written for it."""
+    return dict(pg.fetch(
+        "SELECT (data->>'seq')::int, count(*) FROM agent_job_events WHERE job_id = %s "
+        "AND type = 'step' AND data->>'status' = 'started' GROUP BY 1 ORDER BY 1", (job_id,)))
+
+
+def status_events(job_id) -> list[dict]:
+    return [r[0] for r in pg.fetch(
+        "SELECT data FROM agent_job_events WHERE job_id = %s AND type = 'status' ORDER BY id",
+        (job_id,))]

@@ -1,0 +1,51 @@
+"""The broker is disposable: wipe it with jobs queued and every job still runs."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import redis
+
+from tasks import pg
+from tasks.enqueue import EnqueueRequest, enqueue
+from tests.e2e import procs as p
+
+pytestmark = pytest.mark.e2e
+
+
+def _queued_messages(r: redis.Redis) -> int:
+    return sum(r.llen(k) for k in r.scan_iter("default*") if r.type(k) == b"list")
+
+
+def test_flushing_the_broker_with_20_jobs_queued_loses_none(procs: p.Procs, project: str) -> None:
+    # Given 20 canaries enqueued while no worker runs, their wake-ups in Redis
+    r = redis.Redis.from_url(os.environ["BROKER_URL"])
+    ids = [enqueue(EnqueueRequest(project_id=project, job_type="system.canary",
+                                  payload={"steps": 2, "step_seconds": 0})).job_id
+           for _ in range(20)]
+    assert _queued_messages(r) == 20
+
+    # When the broker loses every message
+    r.flushdb()
+    assert _queued_messages(r) == 0
+
+    # And a worker and a beat start
+    procs.worker("w", pool="threads", concurrency=4)
+    procs.beat("beat")
+
+    # Then the dispatch sweep re-publishes them (after SWITCHYARD_REDISPATCH_AFTER_SECONDS)
+    # and all 20 complete, each exactly once
+    def statuses() -> dict[str, int]:
+        return dict(pg.fetch("SELECT status, count(*) FROM agent_jobs WHERE id = ANY(%s) "
+                             "GROUP BY 1", ([str(i) for i in ids],)))
+
+    procs.wait(lambda: statuses() == {"completed": 20}, 30, "all 20 jobs completed")
+    attempts = pg.fetch("SELECT attempts, count(*) FROM agent_jobs GROUP BY 1")
+    assert attempts == [(1, 20)]
+    started = pg.fetch("SELECT count(*) FROM agent_job_events WHERE type = 'step' "
+                       "AND data->>'status' = 'started'")[0][0]
+    assert started == 40
+    redispatched = pg.fetch("SELECT coalesce(sum((stats->>'rows')::int), 0) FROM sweep_runs "
+                            "WHERE sweep = 'dispatch_due'")[0][0]
+    assert redispatched >= 20

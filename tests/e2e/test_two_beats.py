@@ -1,0 +1,50 @@
+"""Two beat processes at once: both publish every tick, each sweep still runs once per tick."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+
+import pytest
+
+from tasks import pg
+from tasks.sweeps import SWEEPS, current_tick
+from tests.e2e import procs as p
+
+pytestmark = pytest.mark.e2e
+
+SENT = "Sending due task switchyard-sweeps (tasks.sweep)"
+# Celery logs each task's return value: rows touched per sweep, None where it was skipped.
+RESULT = re.compile(r"Task tasks\.sweep\[[0-9a-f-]+\] succeeded in \S+s: (\{.*\})")
+
+
+def test_two_beats_run_each_sweep_at_most_once_per_tick(procs: p.Procs) -> None:
+    # Given one worker consuming the sweeps queue with several threads
+    worker = procs.worker("w", pool="threads", concurrency=4)
+
+    # When two beats run side by side for ~5 s (a tick is SWITCHYARD_SWEEP_SECONDS = 1 s)
+    first_tick = current_tick()
+    beats = [procs.beat("beat-1"), procs.beat("beat-2")]
+    procs.wait(lambda: all(b.text().count(SENT) >= 5 for b in beats), 20,
+               "both beats to publish five sweeps each")
+    for b in beats:
+        b.signal(15)
+        b.wait_exit(10)
+    sent = [b.text().count(SENT) for b in beats]
+    procs.wait(lambda: len(RESULT.findall(worker.text())) >= sum(sent), 10,
+               "the worker to run every published sweep")
+    ticks = current_tick() - first_tick + 1
+
+    # Then the worker ran every delivery from both beats: twice as many as ticks went by ...
+    results = [ast.literal_eval(m) for m in RESULT.findall(worker.text())]
+    assert len(results) == sum(sent) > ticks, (sent, ticks)
+    # ... yet each sweep did its work at most once per tick ...
+    executed = Counter(name for r in results for name, rows in r.items() if rows is not None)
+    assert set(executed) == {s.name for s in SWEEPS}, executed
+    assert all(n <= ticks for n in executed.values()), (executed, ticks)
+    # ... and each execution is the one recorded for its (sweep, tick)
+    assert dict(pg.fetch("SELECT sweep, count(*) FROM sweep_runs GROUP BY 1")) == executed
+    # The other deliveries found their tick already swept and did nothing
+    skipped = sum(1 for r in results if all(v is None for v in r.values()))
+    assert skipped >= sum(sent) - ticks, (skipped, sent, ticks)

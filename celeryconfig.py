@@ -4,6 +4,7 @@ The broker only carries wake-ups (`tasks.run_job(job_id)`); PostgreSQL is the
 truth, so no result backend is configured and losing the broker loses nothing.
 """
 
+from celery.schedules import crontab
 from kombu import Queue
 
 from tasks.queues import QUEUES
@@ -37,16 +38,22 @@ task_default_priority = 4  # tasks.queues.broker_priority(5) on Redis
 task_queues = [
     Queue(name, routing_key=name, queue_arguments={"x-max-priority": 9}) for name in QUEUES
 ]
-task_routes = {"tasks.sweep": {"queue": "sweeps"}}
+task_routes = {"tasks.sweep": {"queue": "sweeps"}, "tasks.schedule": {"queue": "sweeps"}}
 
 worker_prefetch_multiplier = _settings.prefetch_multiplier
-worker_concurrency = _settings.worker_concurrency
-worker_pool = _settings.worker_pool
 worker_hijack_root_logger = False
 worker_send_task_events = False
 # A warm shutdown waits for running jobs; the engine gives them back itself
 # after SWITCHYARD_SHUTDOWN_GRACE_SECONDS (see tasks.lifecycle).
 worker_soft_shutdown_timeout = _settings.shutdown_grace_seconds + 5
+
+_daily_hour = env_int("SWITCHYARD_DAILY_HOUR_UTC", 2)
+
+
+def _scheduled(job_type: str, schedule: object, expires: float) -> dict:
+    return {"task": "tasks.schedule", "schedule": schedule, "args": (job_type,),
+            "options": {"queue": "sweeps", "expires": expires}}
+
 
 beat_schedule = {
     "switchyard-sweeps": {
@@ -54,5 +61,11 @@ beat_schedule = {
         "schedule": _settings.sweep_seconds,
         "options": {"queue": "sweeps", "expires": max(_settings.sweep_seconds * 2, 1.0)},
     },
+    # The keys (tasks.schedules) make these safe to fire twice, from beat or from cron.
+    "email-process-due": _scheduled("email.process_due", 60.0, 55.0),
+    "drip-digests": _scheduled("drip.process_digests", crontab(minute=0, hour=_daily_hour), 3600),
+    "drip-nudges": _scheduled("drip.process_nudges", crontab(minute=30, hour=_daily_hour), 3600),
+    "nightshift": _scheduled("nightshift.cycle_project", crontab(minute=15, hour=_daily_hour),
+                             3600),
 }
 beat_max_loop_interval = env_float("CELERY_BEAT_MAX_LOOP_INTERVAL", 5.0, minimum=0.1)

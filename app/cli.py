@@ -57,14 +57,14 @@ def web_command(host: str, port: int, threads: int) -> list[str]:
 
 
 def worker_command(concurrency: int | None, queues: str | None, pool: str | None) -> list[str]:
+    # Pool and concurrency always go on the command line: Celery cannot tell an explicit
+    # `-P prefork` from its default, so a configured pool would silently win.
+    settings = get_settings()
     cmd = [sys.executable, "-m", "celery", "-A", "tasks.celery_app", "worker",
-           "--loglevel", get_settings().log_level]
-    if concurrency:
-        cmd += ["--concurrency", str(concurrency)]
+           "--loglevel", settings.log_level, "--pool", pool or settings.worker_pool,
+           "--concurrency", str(concurrency or settings.worker_concurrency)]
     if queues:
         cmd += ["--queues", queues]
-    if pool:
-        cmd += ["--pool", pool]
     return cmd
 
 

@@ -43,6 +43,13 @@ class Enqueued:
     job_id: uuid.UUID
     status: str
     created: bool
+    queue: str = "default"
+    priority: int = DEFAULT_PRIORITY
+
+    def publish(self) -> None:
+        """For callers that enqueued with publish=False inside their own transaction."""
+        if self.created:
+            dispatch_quietly(self.job_id, self.queue, self.priority)
 
 
 _QUEUED_EVENT = status_data(JobStatus.QUEUED, None)
@@ -112,4 +119,5 @@ def enqueue(req: EnqueueRequest, *, publish: bool = True) -> Enqueued:
     job_id, status, created, due = row
     if created and due and publish:
         dispatch_quietly(job_id, job_type.queue, priority)
-    return Enqueued(job_id=job_id, status=status, created=created)
+    return Enqueued(job_id=job_id, status=status, created=created, queue=job_type.queue,
+                    priority=priority)

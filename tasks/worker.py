@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from celery import signals
 
-from tasks import lifecycle, runner, sweeps
-from tasks.celery_app import RUN_JOB, SWEEP, app
+from tasks import lifecycle, runner, schedules, sweeps
+from tasks.celery_app import RUN_JOB, SCHEDULE, SWEEP, app
 from tasks.dispatch import dispatch_quietly
 
 
@@ -17,6 +17,11 @@ def run_job(job_id: str) -> str:
 @app.task(name=SWEEP, ignore_result=True)
 def sweep() -> dict[str, int | None]:
     return sweeps.run_sweeps()
+
+
+@app.task(name=SCHEDULE, ignore_result=True)
+def schedule(job_type: str) -> dict[str, int]:
+    return schedules.enqueue_scheduled([job_type])
 
 
 @signals.worker_ready.connect

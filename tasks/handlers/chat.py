@@ -1,0 +1,77 @@
+"""`chat.reply`: a streamed assistant reply. Deltas leave as `delta` events (~250 ms or ~500
+chars); the final message is stored exactly once (unique on the message it answers)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from tasks import pg
+from tasks.deltas import DeltaBuffer
+from tasks.errors import PermanentError
+from tasks.llm import get_client
+from tasks.llm.flow import call_llm
+from tasks.llm.types import LLMRequest
+from tasks.memory import write_memory
+from tasks.projects import project_context
+from tasks.registry import JobType, register
+from tasks.retry import RetryPolicy
+
+HISTORY = 20
+
+
+class ChatPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    message_id: uuid.UUID
+
+
+def _load(project_id: uuid.UUID, message_id: uuid.UUID) -> dict[str, Any]:
+    row = pg.fetch_one("SELECT content, created_at FROM chat_messages WHERE id = %s "
+                       "AND project_id = %s AND role = 'user'", (message_id, project_id))
+    if row is None:
+        raise PermanentError(f"chat message {message_id} not found in this project")
+    history = pg.fetch("SELECT role, content FROM chat_messages WHERE project_id = %s "
+                       "AND created_at < %s ORDER BY created_at DESC LIMIT %s",
+                       (project_id, row[1], HISTORY))
+    messages = [{"role": r, "content": c} for r, c in reversed(history)]
+    messages.append({"role": "user", "content": row[0]})
+    return {"context": project_context(project_id) | {"user_message": row[0]},
+            "messages": messages}
+
+
+def _reply(ctx, loaded: dict[str, Any]) -> str:
+    context = loaded["context"]
+    system = ("You are the founder's co-pilot in a startup operating system for the project "
+              f"{context['project_name']!r} (goal: {context['goal']}).\n{context['memory_prompt']}")
+    buffer = DeltaBuffer(lambda text: ctx.emit("delta", text, {"text": text}))
+    req = LLMRequest(purpose="chat", system=system, messages=loaded["messages"], context=context)
+    result = call_llm(get_client(), req, project_id=ctx.project_id, job_id=ctx.job_id,
+                      on_text=buffer.add)
+    buffer.flush()
+    return result.text
+
+
+def _store(project_id: uuid.UUID, job_id: uuid.UUID, message_id: uuid.UUID, text: str) -> str:
+    row = pg.fetch_one(
+        "WITH ins AS (INSERT INTO chat_messages (id, project_id, role, content, reply_to, job_id) "
+        "VALUES (%s, %s, 'assistant', %s, %s, %s) ON CONFLICT (reply_to) DO NOTHING "
+        "RETURNING id) SELECT id FROM ins UNION ALL "
+        "SELECT id FROM chat_messages WHERE reply_to = %s",
+        (uuid.uuid4(), project_id, text, message_id, job_id, message_id))
+    return str(row[0])
+
+
+def handle(ctx, p: ChatPayload) -> dict[str, Any]:
+    loaded = ctx.step("load-conversation", _load, ctx.project_id, p.message_id)
+    text = ctx.step("reply", _reply, ctx, loaded)
+    reply_id = ctx.step("store-reply", _store, ctx.project_id, ctx.job_id, p.message_id, text)
+    ctx.step("write-memory", write_memory, ctx.project_id, "context", "last-conversation",
+             loaded["context"]["user_message"][:500], job_id=ctx.job_id, step="write-memory")
+    return {"message_id": reply_id, "reply_to": str(p.message_id), "chars": len(text)}
+
+
+JOB_TYPE = register(JobType("chat.reply", ChatPayload, handle, queue="agents", max_attempts=5,
+                            retry_policy=RetryPolicy(base_seconds=1.0, max_seconds=60.0)))

@@ -1,0 +1,76 @@
+"""`email.process_due`, `drip.process_digests`, `drip.process_nudges`: the email outbox sweep
+and the daily drips that fill it. Each drip email has a stable key, so a re-run sends nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tasks import pg
+from tasks.effects.outbox import enqueue_email, process_due_emails
+from tasks.registry import JobType, register
+
+
+class SlotPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    slot: str = Field(min_length=1, max_length=40)  # the schedule slot (minute or date) it runs for
+
+
+def process_due(ctx, p: SlotPayload) -> dict[str, Any]:
+    return ctx.step("send-due", process_due_emails)
+
+
+DIGEST_SOURCES = """
+SELECT p.id, p.name, p.settings->>'contact_email',
+    (SELECT count(*) FROM agent_jobs j WHERE j.project_id = p.id AND j.status = 'completed'
+       AND j.completed_at > now() - interval '1 day'),
+    (SELECT count(*) FROM approvals a WHERE a.project_id = p.id AND a.status = 'pending')
+FROM projects p
+WHERE p.owner_id IS NOT NULL AND p.settings ? 'contact_email'
+ORDER BY p.created_at
+"""
+
+NUDGE_SOURCES = """
+SELECT p.id, p.name, p.settings->>'contact_email', count(a.id)
+FROM projects p JOIN approvals a ON a.project_id = p.id
+WHERE p.owner_id IS NOT NULL AND p.settings ? 'contact_email' AND a.status = 'pending'
+  AND a.created_at < now() - interval '1 day'
+  AND (a.expires_at IS NULL OR a.expires_at > now())
+GROUP BY p.id, p.name, p.settings
+"""
+
+
+def _queue_digests(date: str) -> int:
+    queued = 0
+    for pid, name, to, done, pending in pg.fetch(DIGEST_SOURCES):
+        body = (f"Yesterday on {name}: {done} job(s) completed; {pending} approval(s) "
+                "waiting for you.")
+        enqueue_email(pid, to, f"{name}: your daily digest", body, "digest",
+                      f"digest:{pid}:{date}")
+        queued += 1
+    return queued
+
+
+def _queue_nudges(date: str) -> int:
+    queued = 0
+    for pid, name, to, waiting in pg.fetch(NUDGE_SOURCES):
+        enqueue_email(pid, to, f"{name}: {waiting} action(s) need your approval",
+                      "Your agents are waiting for a decision in the inbox.", "nudge",
+                      f"nudge:{pid}:{date}")
+        queued += 1
+    return queued
+
+
+def digests(ctx, p: SlotPayload) -> dict[str, int]:
+    return {"queued": ctx.step("queue-digests", _queue_digests, p.slot)}
+
+
+def nudges(ctx, p: SlotPayload) -> dict[str, int]:
+    return {"queued": ctx.step("queue-nudges", _queue_nudges, p.slot)}
+
+
+EMAIL = register(JobType("email.process_due", SlotPayload, process_due, queue="io"))
+DIGESTS = register(JobType("drip.process_digests", SlotPayload, digests, queue="io"))
+NUDGES = register(JobType("drip.process_nudges", SlotPayload, nudges, queue="io"))

@@ -37,6 +37,7 @@ class Facts:
     heartbeat_at: datetime | None = None
     worker_seen_at: datetime | None = None
     wake_at: datetime | None = None
+    wait_reason: str | None = None
     completed_at: datetime | None = None
     dispatched_at: datetime | None = None
     cancel_requested: bool = False
@@ -103,6 +104,10 @@ def _waiting(f: Facts) -> Diagnosis:
     if f.waiting_on:
         return Diagnosis("waiting_on_children", f"It is waiting for {len(f.waiting_on)} child "
                          f"job(s) to finish: {_peers(f.waiting_on)}.")
+    if f.wait_reason == "llm_budget" and f.wake_at is not None and f.wake_at > f.now:
+        return Diagnosis("llm_budget", "Its project has used today's LLM budget (tokens or "
+                         f"dollars); it resumes when the budget resets at "
+                         f"{f.wake_at:%Y-%m-%d %H:%M} UTC ({until(f.now, f.wake_at)}).")
     if f.wake_at is not None and f.wake_at > f.now:
         return Diagnosis("sleeping", f"It is sleeping until {f.wake_at:%Y-%m-%d %H:%M:%S} UTC "
                          f"({until(f.now, f.wake_at)}).")
@@ -153,7 +158,7 @@ FACTS = """
 SELECT now(), j.id::text, j.job_type, j.status, j.queue, j.attempts, j.max_attempts, j.run_after,
     j.last_error, j.locked_by, j.heartbeat_at, w.last_seen_at, j.wake_at, j.completed_at,
     j.dispatched_at, j.cancel_requested, j.concurrency_key, j.concurrency_limit,
-    s.name, s.started_at, j.wait_for, j.priority, j.created_at
+    s.name, s.started_at, j.wait_for, j.priority, j.created_at, j.wait_reason
 FROM agent_jobs j
 LEFT JOIN worker_heartbeats w ON w.worker = j.locked_by AND j.status = 'running'
 LEFT JOIN LATERAL (SELECT name, started_at FROM job_steps
@@ -169,7 +174,7 @@ def gather(job_id: uuid.UUID | str) -> Facts | None:
     settings = get_settings()
     (now, jid, jtype, status, queue, attempts, max_attempts, run_after, last_error, locked_by,
      heartbeat_at, seen, wake_at, completed_at, dispatched_at, cancel, ckey, climit,
-     step, step_started, wait_for, priority, created_at) = row
+     step, step_started, wait_for, priority, created_at, wait_reason) = row
     waiting_on = key_holders = []
     consumers: list[str] = []
     ahead = 0
@@ -188,9 +193,10 @@ def gather(job_id: uuid.UUID | str) -> Facts | None:
             "AND run_after <= now() AND (priority > %s OR (priority = %s AND created_at < %s))",
             (queue, priority, priority, created_at))[0]
     return Facts(now, jid, jtype, status, queue, attempts, max_attempts, run_after, last_error,
-                 locked_by, heartbeat_at, seen, wake_at, completed_at, dispatched_at, cancel,
-                 ckey, climit, step, step_started, waiting_on, key_holders, consumers, ahead,
-                 settings.stale_after_seconds, settings.sweep_seconds)
+                 locked_by, heartbeat_at, seen, wake_at, wait_reason, completed_at,
+                 dispatched_at, cancel, ckey, climit, step, step_started, waiting_on,
+                 key_holders, consumers, ahead, settings.stale_after_seconds,
+                 settings.sweep_seconds)
 
 
 def _peer_rows(condition: str, params: tuple) -> list[Peer]:

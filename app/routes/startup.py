@@ -1,0 +1,155 @@
+"""Startup-OS routes: launch, chat, inbox and decisions, memory, the night-shift cron hook."""
+
+from __future__ import annotations
+
+import hmac
+import uuid
+
+from flask import Blueprint, jsonify, request, url_for
+from pydantic import Field
+from sqlalchemy import select
+
+from app import db
+from app.auth import current_owner
+from app.errors import ApiError, not_found
+from app.queries import project_for_owner
+from app.routes.body import parse_body
+from app.schemas import Strict, iso
+from models import AgentMemory, Approval, ChatMessage, Project
+from tasks import approvals, pg
+from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.schedules import DAILY, enqueue_scheduled
+from tasks.settings import get_settings
+
+bp = Blueprint("startup", __name__)
+
+
+class LaunchBody(Strict):
+    revision_guidance: str | None = Field(default=None, max_length=5000)
+    force_new_approval: bool = False
+
+
+class ChatBody(Strict):
+    message: str = Field(min_length=1, max_length=20_000)
+
+
+class DecisionBody(Strict):
+    decision: str = Field(pattern="^(approved|rejected)$")
+    version: int = Field(ge=1)
+
+
+def _project(pid: str) -> Project:
+    project = project_for_owner(db.session(), current_owner(), pid)
+    if project is None:
+        raise not_found("project")
+    return project
+
+
+@bp.post("/api/projects/<pid>/launch")
+def launch(pid: str):
+    project = _project(pid)
+    body = parse_body(LaunchBody)
+    db.close_session()
+    job = enqueue(EnqueueRequest(project.id, "phase0.generate_packet", {
+        "phase": 0, "revision_guidance": body.revision_guidance,
+        "force_new_approval": body.force_new_approval}))
+    return jsonify({"job_id": str(job.job_id),
+                    "status_url": url_for("jobs.get_job", jid=str(job.job_id))}), 202
+
+
+@bp.post("/api/projects/<pid>/chat")
+def post_chat(pid: str):
+    project = _project(pid)
+    body = parse_body(ChatBody)
+    db.close_session()
+    message_id = uuid.uuid4()
+    # The message and its reply job commit together; the wake-up is published after.
+    with pg.transaction():
+        pg.fetch("INSERT INTO chat_messages (id, project_id, role, content) "
+                 "VALUES (%s, %s, 'user', %s)", (message_id, project.id, body.message))
+        job = enqueue(EnqueueRequest(project.id, "chat.reply", {"message_id": str(message_id)},
+                                     idempotency_key=f"chat:{project.id}:{message_id}"),
+                      publish=False)
+        pg.fetch("UPDATE chat_messages SET job_id = %s WHERE id = %s", (job.job_id, message_id))
+    job.publish()
+    return jsonify({"message_id": str(message_id), "job_id": str(job.job_id)}), 202
+
+
+@bp.get("/api/projects/<pid>/chat")
+def get_chat(pid: str):
+    project = _project(pid)
+    rows = db.session().scalars(select(ChatMessage).where(ChatMessage.project_id == project.id)
+                                .order_by(ChatMessage.created_at, ChatMessage.id).limit(500))
+    return jsonify({"items": [{"id": str(m.id), "role": m.role, "content": m.content,
+                               "created_at": iso(m.created_at),
+                               "job_id": str(m.job_id) if m.job_id else None} for m in rows]})
+
+
+def approval_json(a: Approval) -> dict:
+    return {"id": str(a.id), "project_id": str(a.project_id), "action_type": a.action_type,
+            "title": a.title, "action_args": a.action_args, "args_hash": a.args_hash,
+            "status": a.status, "version": a.version, "expires_at": iso(a.expires_at),
+            "decided_at": iso(a.decided_at), "execution_status": a.execution_status,
+            "execution_job_id": str(a.execution_job_id) if a.execution_job_id else None,
+            "source_job_id": str(a.source_job_id) if a.source_job_id else None,
+            "created_at": iso(a.created_at)}
+
+
+@bp.get("/api/inbox")
+def inbox():
+    query = (select(Approval).join(Project, Project.id == Approval.project_id)
+             .where(Project.owner_id == current_owner()))
+    if pid := request.args.get("project_id"):
+        query = query.where(Approval.project_id == _project(pid).id)
+    status = request.args.get("status", "pending")
+    if status not in ("pending", "approved", "rejected", "expired", "all"):
+        raise ApiError(422, "validation_error", f"unknown status {status!r}", {"field": "status"})
+    if status != "all":
+        query = query.where(Approval.status == status)
+    rows = db.session().scalars(query.order_by(Approval.created_at.desc()).limit(200))
+    return jsonify({"items": [approval_json(a) for a in rows]})
+
+
+@bp.post("/api/inbox/<aid>/decision")
+def decide(aid: str):
+    session = db.session()
+    try:
+        approval_id = uuid.UUID(aid)
+    except ValueError:
+        raise not_found("approval") from None
+    approval = session.scalar(select(Approval).join(Project, Project.id == Approval.project_id)
+                              .where(Approval.id == approval_id,
+                                     Project.owner_id == current_owner()))
+    if approval is None:
+        raise not_found("approval")
+    body = parse_body(DecisionBody)
+    db.close_session()
+    try:
+        approvals.decide(approval_id, current_owner(), body.decision, body.version)
+    except approvals.ApprovalConflict as exc:
+        raise ApiError(409, "conflict", str(exc), {"field": "version"}) from None
+    fresh = db.session().get(Approval, approval_id)
+    return jsonify(approval_json(fresh))
+
+
+@bp.post("/api/nightshift/run")
+def nightshift_run():
+    secret = get_settings().cron_secret
+    given = request.headers.get("X-Cron-Secret", "")
+    if not secret or not hmac.compare_digest(given.encode(), secret.encode()):
+        raise ApiError(401, "unauthorized", "missing or wrong X-Cron-Secret")
+    return jsonify({"enqueued": enqueue_scheduled(DAILY)}), 202
+
+
+@bp.get("/api/projects/<pid>/memory")
+def memory(pid: str):
+    project = _project(pid)
+    query = select(AgentMemory).where(AgentMemory.project_id == project.id)
+    if category := request.args.get("category"):
+        query = query.where(AgentMemory.category == category)
+    rows = db.session().scalars(query.order_by(AgentMemory.updated_at.desc()).limit(500))
+    return jsonify({"items": [{"id": str(m.id), "category": m.category, "key": m.key,
+                               "content": m.content, "source_job_id":
+                               str(m.source_job_id) if m.source_job_id else None,
+                               "source_step": m.source_step, "updated_at": iso(m.updated_at)}
+                              for m in rows]})

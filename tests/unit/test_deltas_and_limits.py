@@ -1,0 +1,48 @@
+"""Delta buffering (chat streaming) and the per-token rate limiter: pure, clock injected."""
+
+from __future__ import annotations
+
+from app.ratelimit import RateLimiter
+from tasks.approvals import args_hash
+from tasks.deltas import DeltaBuffer
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_deltas_flush_on_time_and_on_size() -> None:
+    clock, out = Clock(), []
+    buf = DeltaBuffer(out.append, interval=0.25, max_chars=10, clock=clock)
+    buf.add("ab")
+    buf.add("cd")
+    assert out == []  # neither 250 ms nor 10 chars yet
+    clock.t = 0.3
+    buf.add("e")
+    assert out == ["abcde"]  # time
+    buf.add("0123456789")
+    assert out == ["abcde", "0123456789"]  # size
+    buf.add("tail")
+    buf.flush()
+    buf.flush()
+    assert out == ["abcde", "0123456789", "tail"]  # the rest once, empty flushes send nothing
+
+
+def test_rate_limiter_allows_a_burst_then_paces() -> None:
+    limiter = RateLimiter(rate=10, burst=3)
+    assert [limiter.acquire("t", now=0.0) for _ in range(3)] == [0.0, 0.0, 0.0]
+    wait = limiter.acquire("t", now=0.0)
+    assert 0.09 < wait <= 0.1  # one token every 100 ms
+    assert limiter.acquire("other", now=0.0) == 0.0  # per token, not global
+    assert limiter.acquire("t", now=0.1) == 0.0
+
+
+def test_an_approval_is_bound_to_its_exact_arguments() -> None:
+    a = args_hash("email", {"to": "x@example.com", "subject": "hi"})
+    assert a == args_hash("email", {"subject": "hi", "to": "x@example.com"})  # order-free
+    assert a != args_hash("email", {"to": "y@example.com", "subject": "hi"})
+    assert a != args_hash("deploy_hook", {"to": "x@example.com", "subject": "hi"})

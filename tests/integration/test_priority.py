@@ -30,14 +30,13 @@ def priority_worker(tmp_path: Path):
 
     def start() -> subprocess.Popen:
         log = tmp_path / "worker.log"
-        env = os.environ | {"SWITCHYARD_PREFETCH_MULTIPLIER": "1",
-                            "SWITCHYARD_WORKER_CONCURRENCY": "1", "SWITCHYARD_WORKER_POOL": "solo"}
         with log.open("wb") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "tasks.celery_app", "worker",
                  "-Q", QUEUE, "-n", f"priority-{os.getpid()}@%h", "-l", "WARNING",
+                 "--pool", "solo", "--concurrency", "1", "--prefetch-multiplier", "1",
                  "--without-heartbeat", "--without-mingle", "--without-gossip"],
-                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
             )
         procs.append((proc, log))
         return proc

@@ -109,6 +109,9 @@ def _failed(ctx: JobContext, exc: Exception) -> str:
     done = _transition(ctx, S.FAILED, error=error)
     if done is None:
         return "lost"
+    # Nobody is left to use the children's results: stop them too. (The failed job
+    # itself is past cancel; a manual retry re-spawns nothing, its spawn steps replay.)
+    control.cancel_tree(done.id)
     _after_terminal(done)
     return "failed"
 

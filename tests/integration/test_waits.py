@@ -103,3 +103,16 @@ def test_a_sleeper_is_not_resumed_before_its_timer(worker, project):
         sweeps.run_sweeps()
         time.sleep(0.4)
     assert job(job_id)["status"] == "waiting"
+
+
+
+def test_a_failed_parent_cancels_its_unfinished_children(worker, project):
+    # Given a parent that spawns two slow children and then fails for good
+    parent = new_job(project, "test.abandon", {})
+    # When it fails
+    wait_for(parent, "failed")
+    # Then its children do not run on for nobody: they end canceled, not completed
+    children = _children(parent)
+    assert len(children) == 2
+    for child in children:
+        assert wait_for(child["id"], timeout=20)["status"] == "canceled"

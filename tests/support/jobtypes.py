@@ -170,3 +170,17 @@ register(JobType("test.unserialisable", Unserialisable, unserialisable))
 register(JobType("test.odd_output", OddOutput, odd_output, retry_policy=FAST_RETRY))
 register(JobType("test.canceled_mid_step", CanceledMidStep, canceled_mid_step, max_attempts=3,
                  retry_policy=RetryPolicy(base_seconds=60.0, jitter=0.0)))
+
+
+class Abandon(BaseModel):
+    pass
+
+
+def abandon(ctx, p: Abandon) -> None:
+    """Spawns two slow children, then fails for good without waiting for them."""
+    for _ in range(2):
+        ctx.spawn("system.canary", {"steps": 50, "step_seconds": 0.2})
+    raise PermanentError("giving up")
+
+
+register(JobType("test.abandon", Abandon, abandon, max_attempts=1))

@@ -7,7 +7,7 @@ on first use, and fails loudly on a value it cannot parse.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -87,6 +87,15 @@ class Settings:
     log_level: str
     rate_limit_per_second: float
     rate_limit_burst: float
+    # tasks.llm. The API key stays out of repr, so a logged Settings never shows it.
+    llm_provider: str = "scripted"  # scripted | anthropic
+    anthropic_api_key: str = field(default="", repr=False)
+    anthropic_base_url: str = "https://api.anthropic.com"
+    llm_model: str = "claude-sonnet-4-6"
+    llm_max_tokens: int = 4096  # a ceiling on any request's max_tokens
+    llm_timeout_seconds: float = 60.0
+    llm_price_input_per_mtok: float | None = None  # None: tasks.llm.pricing's table
+    llm_price_output_per_mtok: float | None = None
 
     @property
     def sqlalchemy_url(self) -> str:
@@ -118,4 +127,16 @@ def get_settings() -> Settings:
         log_level=env_str("SWITCHYARD_LOG_LEVEL", "INFO").upper(),
         rate_limit_per_second=env_float("SWITCHYARD_RATE_LIMIT_PER_SECOND", 100.0, minimum=0.01),
         rate_limit_burst=env_float("SWITCHYARD_RATE_LIMIT_BURST", 400.0, minimum=1),
+        llm_provider=env_str("SWITCHYARD_LLM_PROVIDER", "scripted").lower(),
+        anthropic_api_key=env_str("ANTHROPIC_API_KEY", ""),
+        anthropic_base_url=env_str("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
+        llm_model=env_str("SWITCHYARD_LLM_MODEL", "claude-sonnet-4-6"),
+        llm_max_tokens=env_int("SWITCHYARD_LLM_MAX_TOKENS", 4096, minimum=1),
+        llm_timeout_seconds=env_float("SWITCHYARD_LLM_TIMEOUT_SECONDS", 60.0, minimum=0.1),
+        llm_price_input_per_mtok=(
+            env_float("SWITCHYARD_LLM_PRICE_INPUT_PER_MTOK", 0.0)
+            if env_str("SWITCHYARD_LLM_PRICE_INPUT_PER_MTOK", "") else None),
+        llm_price_output_per_mtok=(
+            env_float("SWITCHYARD_LLM_PRICE_OUTPUT_PER_MTOK", 0.0)
+            if env_str("SWITCHYARD_LLM_PRICE_OUTPUT_PER_MTOK", "") else None),
     )

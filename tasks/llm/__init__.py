@@ -1,0 +1,53 @@
+"""The LLM layer: one client interface, a real and a scripted provider, and flow control.
+
+Handlers call `get_client()` for the configured provider and go through
+`tasks.llm.flow.call_llm` inside a checkpointed step.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+from tasks.llm.types import LLMClient, LLMRequest, LLMResult, ToolCall, Usage
+from tasks.settings import SettingsError, get_settings
+
+__all__ = ["LLMClient", "LLMRequest", "LLMResult", "ToolCall", "Usage", "get_client",
+           "reset_client"]
+
+PROVIDERS = ("scripted", "anthropic")
+
+
+def get_client() -> LLMClient:
+    """The provider SWITCHYARD_LLM_PROVIDER names, built once per process.
+
+    Keyed by pid: a forked worker child builds its own, since an HTTP connection
+    pool inherited across fork() would share sockets with the parent.
+    """
+    return _client_for_process(os.getpid())
+
+
+def reset_client() -> None:
+    """Forget the built client, so the next get_client() reads the settings again."""
+    _client_for_process.cache_clear()
+
+
+@lru_cache(maxsize=1)
+def _client_for_process(pid: int) -> LLMClient:
+    settings = get_settings()
+    if settings.llm_provider == "scripted":
+        from tasks.llm.scripted import ScriptedProvider
+
+        return ScriptedProvider()
+    if settings.llm_provider == "anthropic":
+        # Imported here: the scripted default never loads the SDK.
+        from tasks.llm.anthropic_provider import AnthropicProvider
+
+        if not settings.anthropic_api_key:
+            raise SettingsError("SWITCHYARD_LLM_PROVIDER=anthropic needs ANTHROPIC_API_KEY")
+        return AnthropicProvider(api_key=settings.anthropic_api_key,
+                                 base_url=settings.anthropic_base_url, model=settings.llm_model,
+                                 timeout=settings.llm_timeout_seconds,
+                                 max_tokens_cap=settings.llm_max_tokens)
+    raise SettingsError(f"SWITCHYARD_LLM_PROVIDER must be one of {PROVIDERS}, "
+                        f"got {settings.llm_provider!r}")

@@ -1,0 +1,213 @@
+"""Flow control for model calls: daily budgets per project and a provider pause every worker obeys.
+
+`call_llm` is the one door handlers use (inside a checkpointed step): it refuses
+while the provider is paused, parks the job until midnight UTC when the project
+has spent its day's budget, records what each call used, and turns a 429/529
+into a pause shared through Redis, so one worker's rate limit slows them all.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+
+import redis
+
+from tasks import pg
+from tasks.errors import PermanentError, Suspend
+from tasks.llm.errors import ProviderBusy
+from tasks.llm.types import LLMClient, LLMRequest, LLMResult
+from tasks.settings import get_settings
+
+log = logging.getLogger(__name__)
+
+Id = str | uuid.UUID
+PAUSE_KEY = "switchyard:llm:paused:{provider}"
+BUDGET_REASON = "llm_budget"
+
+# Lengthen a pause, never shorten it: a later, shorter retry-after must not end a longer one.
+_EXTEND_PAUSE = """
+local left = redis.call('PTTL', KEYS[1])
+if left < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[1])
+end
+return 0
+"""
+
+
+# --- budgets ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    """A project's LLM spending today (UTC) against its budgets (None: no budget)."""
+
+    tokens_used: int
+    usd_used: float
+    token_budget: int | None
+    usd_budget: float | None
+    resets_at: datetime  # the next midnight UTC
+
+    @property
+    def exceeded(self) -> str | None:
+        """Which budget is spent, in words, or None."""
+        if self.token_budget is not None and self.tokens_used >= self.token_budget:
+            return f"{self.tokens_used} of {self.token_budget} tokens used today"
+        if self.usd_budget is not None and self.usd_used >= self.usd_budget:
+            return f"${self.usd_used:.4f} of ${self.usd_budget:.2f} spent today"
+        return None
+
+
+_BUDGET_SQL = """
+SELECT p.settings -> 'llm_daily_token_budget', p.settings -> 'llm_daily_usd_budget',
+       d.start + interval '1 day', u.tokens, u.usd
+FROM projects p
+CROSS JOIN LATERAL (SELECT date_trunc('day', now(), 'UTC') AS start) d
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(input_tokens + output_tokens), 0)::bigint AS tokens,
+           coalesce(sum(cost_usd), 0) AS usd
+    FROM llm_usage WHERE project_id = p.id AND created_at >= d.start) u
+WHERE p.id = %s
+"""
+
+
+def budget_status(project_id: Id) -> BudgetStatus | None:
+    """Today's usage and the budgets from projects.settings; None if the project is gone."""
+    row = pg.fetch_one(_BUDGET_SQL, (str(project_id),))
+    if row is None:
+        return None
+    token_budget, usd_budget, resets_at, tokens, usd = row
+    return BudgetStatus(
+        tokens_used=int(tokens), usd_used=float(usd),
+        token_budget=_budget(token_budget, "llm_daily_token_budget", int),
+        usd_budget=_budget(usd_budget, "llm_daily_usd_budget", float),
+        resets_at=resets_at,
+    )
+
+
+def _budget(value: Any, name: str, kind: type[int] | type[float]) -> Any:
+    if value is None:
+        return None
+    # A typo in a budget must not silently lift it: the job fails and says why.
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal) or value < 0:
+        raise PermanentError(f"project setting {name} must be a number >= 0, got {value!r}")
+    if kind is int and value != int(value):
+        raise PermanentError(f"project setting {name} must be a whole number, got {value!r}")
+    return kind(value)
+
+
+def check_budget(project_id: Id) -> None:
+    """Suspend the job until midnight UTC if the project has spent a daily budget.
+
+    The limit is checked before a call, not reserved: the call that crosses it
+    finishes, and the next one waits.
+    """
+    status = budget_status(project_id)
+    if status is None or status.exceeded is None:
+        return
+    log.info("llm budget spent", extra={"action": "llm_budget_exceeded",
+                                        "project_id": str(project_id),
+                                        "detail": status.exceeded,
+                                        "wake_at": status.resets_at.isoformat()})
+    raise Suspend(BUDGET_REASON, wake_at=status.resets_at)
+
+
+def record_usage(project_id: Id, job_id: Id | None, result: LLMResult) -> None:
+    pg.fetch(
+        "INSERT INTO llm_usage (project_id, job_id, provider, model, input_tokens, "
+        "output_tokens, cost_usd) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        (str(project_id), str(job_id) if job_id is not None else None, result.provider,
+         result.model, result.usage.input_tokens, result.usage.output_tokens,
+         Decimal(str(result.cost_usd))),
+    )
+
+
+# --- the provider pause ------------------------------------------------------
+
+@lru_cache(maxsize=4)
+def _redis(url: str) -> redis.Redis | None:
+    """Redis for the shared pause: the broker's, when the broker is Redis."""
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        return None
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+
+
+# The pause when the broker is not Redis: then it holds for this process only.
+_local_until: dict[str, float] = {}
+_local_lock = threading.Lock()
+
+
+def pause_provider(provider: str, seconds: float) -> None:
+    """Stop every worker calling `provider` for `seconds` (an existing longer pause stays)."""
+    ms = max(1, round(seconds * 1000))
+    client = _redis(get_settings().broker_url)
+    if client is None:
+        with _local_lock:
+            until = time.monotonic() + ms / 1000
+            _local_until[provider] = max(_local_until.get(provider, 0.0), until)
+        return
+    try:
+        client.eval(_EXTEND_PAUSE, 1, PAUSE_KEY.format(provider=provider), ms,
+                    f"{time.time() + ms / 1000:.3f}")
+    except redis.RedisError as exc:
+        # The provider will say 429 again if it still means it; nothing else is lost.
+        log.warning("could not record the provider pause",
+                    extra={"action": "llm_pause_unrecorded", "provider": provider,
+                           "error": str(exc)})
+
+
+def paused_for(provider: str) -> float:
+    """Seconds left of the pause on `provider` (0.0 if none). Fails open if Redis is away."""
+    client = _redis(get_settings().broker_url)
+    if client is None:
+        with _local_lock:
+            return max(0.0, _local_until.get(provider, 0.0) - time.monotonic())
+    try:
+        left_ms = client.pttl(PAUSE_KEY.format(provider=provider))
+    except redis.RedisError:
+        return 0.0
+    return left_ms / 1000 if left_ms > 0 else 0.0
+
+
+# --- the door ----------------------------------------------------------------
+
+def call_llm(client: LLMClient, req: LLMRequest, *, project_id: Id, job_id: Id | None,
+             on_text: Callable[[str], None] | None = None) -> LLMResult:
+    """Call the model if the provider and the budget allow; record what it used.
+
+    Raises ProviderBusy (a RetryableError that uses no attempt) while the provider
+    is paused or when it answers 429/529, Suspend("llm_budget") when a daily budget
+    is spent, and whatever the provider raises otherwise. With `on_text` the answer
+    is streamed, each text delta passed to it as it arrives.
+    """
+    wait = paused_for(client.provider)
+    if wait > 0:
+        # A little spread, so the jobs parked by one pause do not all return at once.
+        raise ProviderBusy(client.provider, wait + random.uniform(0, min(1.0, wait * 0.2)),
+                           f"{client.provider} is paused for {wait:.1f}s after a rate limit")
+    check_budget(project_id)
+    try:
+        result = client.complete(req) if on_text is None else client.stream(req, on_text)
+    except ProviderBusy as busy:
+        pause_provider(busy.provider, busy.retry_after)
+        log.warning("llm provider paused", extra={"action": "llm_provider_paused",
+                                                  "provider": busy.provider,
+                                                  "seconds": busy.retry_after,
+                                                  "job_id": str(job_id), "error": str(busy)})
+        raise
+    record_usage(project_id, job_id, result)
+    log.info("llm called", extra={"action": "llm_called", "job_id": str(job_id),
+                                  "project_id": str(project_id), "purpose": req.purpose,
+                                  "provider": result.provider, "model": result.model,
+                                  "input_tokens": result.usage.input_tokens,
+                                  "output_tokens": result.usage.output_tokens,
+                                  "cost_usd": result.cost_usd})
+    return result

@@ -1,0 +1,200 @@
+"""The offline provider: deterministic, plausible answers built from the project's own data.
+
+It lets the embedded demo and the tests run the whole agent loop with no network
+and no key: the same request always gives the same answer, shaped by its
+`purpose` (packet, chat, plan, nightshift, summary) and its `context`. It never
+calls tools and costs nothing; its token counts are estimates (~4 characters a token).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+from tasks.llm.packet import Packet, PacketAction
+from tasks.llm.types import LLMRequest, LLMResult, Usage
+
+PROVIDER = "scripted"
+MODEL = "scripted-1"
+STREAM_CHUNKS = 8
+
+_NEXT_MOVE = {
+    "idea": "talk to five people who have the problem before building anything",
+    "validation": "put a landing page in front of real visitors and count sign-ups",
+    "build": "ship the smallest version that solves the core problem end to end",
+    "launch": "announce where the first users already gather and watch activation",
+    "growth": "double down on the channel that brought the best-retained users",
+}
+_OPENERS = ("Here is how I see it", "Good question", "Let me think about that", "Fair point")
+
+
+class ScriptedProvider:
+    provider = PROVIDER
+    model = MODEL
+
+    def complete(self, req: LLMRequest) -> LLMResult:
+        compose = _COMPOSERS.get(req.purpose, _generic)
+        text = compose(_Facts(req))
+        prompt = req.system + json.dumps(req.messages, sort_keys=True, default=str)
+        return LLMResult(text=text, tool_calls=[], usage=Usage(_tokens(prompt), _tokens(text)),
+                         model=MODEL, provider=PROVIDER, stop_reason="end_turn", cost_usd=0.0)
+
+    def stream(self, req: LLMRequest, on_text: Callable[[str], None]) -> LLMResult:
+        result = self.complete(req)
+        for chunk in chunks(result.text, STREAM_CHUNKS):
+            on_text(chunk)
+        return result
+
+
+class _Facts:
+    """The request's context, read leniently: a missing field gets a sensible stand-in."""
+
+    def __init__(self, req: LLMRequest):
+        ctx = req.context
+        self.seed = int(hashlib.sha256(json.dumps(
+            [req.purpose, req.system, req.messages, ctx], sort_keys=True, default=str,
+        ).encode()).hexdigest(), 16)
+        self.name = str(ctx.get("project_name") or "your project")
+        self.goal = str(ctx.get("goal") or "build something people pay for")
+        self.phase = str(ctx.get("phase") or "idea")
+        self.memory = [_memory_entry(m) for m in ctx.get("memory") or []]
+        latest = ctx.get("latest_packet")
+        self.latest_title = str(latest.get("title")) if isinstance(latest, dict) else None
+        self.user_message = str(ctx.get("user_message") or _last_user_text(req.messages))
+        self.contact = ctx.get("contact_email")
+        self.deploy_hook_url = ctx.get("deploy_hook_url")
+        self.github_repo = ctx.get("github_repo")
+        self.ad_budget = float(ctx.get("ad_daily_budget_usd") or 10)
+        self.message_count = len(req.messages)
+
+    def pick(self, options: tuple[str, ...], salt: int = 0) -> str:
+        return options[(self.seed >> salt) % len(options)]
+
+    @property
+    def next_move(self) -> str:
+        return _NEXT_MOVE.get(self.phase, "pick the riskiest assumption and test it this week")
+
+    def keywords(self) -> list[str]:
+        found = set(re.findall(r"[a-zA-Z]{4,}", self.goal.lower()))
+        words = sorted(found, key=lambda w: (-len(w), w))
+        return words[:3] or ["startup"]
+
+    def relevant_memory(self) -> tuple[str, str, str] | None:
+        """The memory entry sharing most words with the user's message (first on a tie)."""
+        if not self.memory:
+            return None
+        said = set(re.findall(r"\w+", self.user_message.lower()))
+        return max(self.memory, key=lambda m: len(said & set(re.findall(r"\w+", m[2].lower()))))
+
+
+def _packet(f: _Facts) -> str:
+    summary = f"{f.name} is in its {f.phase} phase, working towards: {f.goal}. "
+    summary += f"Next: {f.next_move}."
+    if f.latest_title:
+        summary += f" This builds on the last packet, “{f.latest_title}”."
+    insights = [f"{category} — {key}: {content}" for category, key, content in f.memory[:2]]
+    insights.append(f"The fastest way to learn in the {f.phase} phase: {f.next_move}.")
+    packet = Packet(title=f"{f.name}: {f.phase} packet", summary=summary, insights=insights,
+                    actions=_actions(f))
+    return json.dumps(packet.model_dump(), ensure_ascii=False)
+
+
+def _actions(f: _Facts) -> list[PacketAction]:
+    """Only actions the project can carry out: each needs its own contact, URL or repo."""
+    actions = []
+    if f.contact:
+        actions.append(PacketAction(type="email", title=f"Send the {f.phase} update", args={
+            "to": f.contact, "subject": f"{f.name}: {f.phase} update",
+            "body": f"Where we are: {f.goal}. Next: {f.next_move}."}))
+    if f.deploy_hook_url:
+        actions.append(PacketAction(type="deploy_hook", title="Deploy the latest build", args={
+            "url": f.deploy_hook_url, "reason": f"{f.phase} packet"}))
+    if f.github_repo:
+        actions.append(PacketAction(type="github_dispatch", title="Open the phase checklist", args={
+            "repo": f.github_repo, "event_type": "switchyard.packet",
+            "client_payload": {"phase": f.phase}}))
+    if f.phase != "idea":
+        actions.append(PacketAction(type="ad_campaign", title="Test demand with a small campaign",
+                                    args={"channel": "search",
+                                          "headline": f"{f.name}: {f.goal}"[:90],
+                                          "keywords": f.keywords(),
+                                          "daily_budget_usd": f.ad_budget}))
+    return actions
+
+
+def _chat(f: _Facts) -> str:
+    reply = f"{f.pick(_OPENERS)}. You said: “{f.user_message.strip()[:200]}”. "
+    reply += f"Keeping the goal in view ({f.goal}), I would {f.next_move}. "
+    remembered = f.relevant_memory()
+    if remembered:
+        category, key, content = remembered
+        reply += f"I have not forgotten the {category} “{key}”: {content}. "
+    return reply + "Want me to turn this into a task?"
+
+
+def _plan(f: _Facts) -> str:
+    steps = [
+        ("Research", f"Collect what is known about: {f.goal}", []),
+        ("Decide scope", "Choose the smallest version worth shipping", ["t1"]),
+        ("Build", f"Make it, then {f.next_move}", ["t2"]),
+        ("Review", "Check the result against the goal and memory", ["t1", "t3"]),
+        ("Report", f"Write the {f.phase} packet for {f.name}", ["t4"]),
+    ]
+    count = 3 + f.seed % 3
+    tasks = [{"id": f"t{i}", "title": title, "description": text,
+              "depends_on": [d for d in deps if int(d[1:]) <= count]}
+             for i, (title, text, deps) in enumerate(steps[:count], start=1)]
+    return json.dumps({"goal": f.goal, "tasks": tasks}, ensure_ascii=False)
+
+
+def _nightshift(f: _Facts) -> str:
+    return json.dumps([a.model_dump() for a in _actions(f)], ensure_ascii=False)
+
+
+def _summary(f: _Facts) -> str:
+    return (f"{f.name} ({f.phase}): {f.message_count} messages so far, aiming at {f.goal}. "
+            f"Latest: {f.user_message.strip()[:160] or 'nothing new'}.")
+
+
+def _generic(f: _Facts) -> str:
+    return f"[scripted] {f.user_message.strip()[:400] or f.goal}"
+
+
+_COMPOSERS: dict[str, Callable[[_Facts], str]] = {
+    "packet": _packet, "chat": _chat, "plan": _plan, "nightshift": _nightshift,
+    "summary": _summary,
+}
+
+
+def chunks(text: str, count: int) -> list[str]:
+    """`text` cut at word boundaries into about `count` pieces that join back to it."""
+    words = re.findall(r"\S+\s*|\s+", text)
+    size = max(1, math.ceil(len(words) / count))
+    return ["".join(words[i:i + size]) for i in range(0, len(words), size)]
+
+
+def _tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4))
+
+
+def _memory_entry(entry: Any) -> tuple[str, str, str]:
+    if isinstance(entry, dict):
+        return (str(entry.get("category", "fact")), str(entry.get("key", "note")),
+                str(entry.get("content", "")))
+    return ("fact", "note", str(entry))
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return " ".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return ""

@@ -96,6 +96,21 @@ class Settings:
     llm_timeout_seconds: float = 60.0
     llm_price_input_per_mtok: float | None = None  # None: tasks.llm.pricing's table
     llm_price_output_per_mtok: float | None = None
+    # tasks.effects: where email, GitHub dispatches and ad campaigns go. Secrets stay out of repr.
+    effect_timeout_seconds: float = 15.0
+    smtp_host: str = ""  # empty (and no Resend key): email is not configured
+    smtp_port: int = 25
+    smtp_user: str = ""
+    smtp_password: str = field(default="", repr=False)
+    smtp_starttls: bool = False
+    smtp_ssl: bool = False
+    email_from: str = "Switchyard <switchyard@localhost>"
+    resend_api_key: str = field(default="", repr=False)  # set: email goes through Resend
+    resend_base_url: str = "https://api.resend.com"
+    github_api_url: str = "https://api.github.com"
+    github_token: str = field(default="", repr=False)
+    ads_api_url: str = ""
+    ads_api_key: str = field(default="", repr=False)
 
     @property
     def sqlalchemy_url(self) -> str:
@@ -139,4 +154,18 @@ def get_settings() -> Settings:
         llm_price_output_per_mtok=(
             env_float("SWITCHYARD_LLM_PRICE_OUTPUT_PER_MTOK", 0.0)
             if env_str("SWITCHYARD_LLM_PRICE_OUTPUT_PER_MTOK", "") else None),
+        effect_timeout_seconds=env_float("SWITCHYARD_EFFECT_TIMEOUT_SECONDS", 15.0, minimum=0.1),
+        smtp_host=env_str("SWITCHYARD_SMTP_HOST", ""),
+        smtp_port=env_int("SWITCHYARD_SMTP_PORT", 25, minimum=1),
+        smtp_user=env_str("SWITCHYARD_SMTP_USER", ""),
+        smtp_password=env_str("SWITCHYARD_SMTP_PASSWORD", ""),
+        smtp_starttls=env_bool("SWITCHYARD_SMTP_STARTTLS", False),
+        smtp_ssl=env_bool("SWITCHYARD_SMTP_SSL", False),
+        email_from=env_str("SWITCHYARD_EMAIL_FROM", "Switchyard <switchyard@localhost>"),
+        resend_api_key=env_str("SWITCHYARD_RESEND_API_KEY", ""),
+        resend_base_url=env_str("SWITCHYARD_RESEND_BASE_URL", "https://api.resend.com"),
+        github_api_url=env_str("SWITCHYARD_GITHUB_API_URL", "https://api.github.com"),
+        github_token=env_str("SWITCHYARD_GITHUB_TOKEN", ""),
+        ads_api_url=env_str("SWITCHYARD_ADS_API_URL", ""),
+        ads_api_key=env_str("SWITCHYARD_ADS_API_KEY", ""),
     )

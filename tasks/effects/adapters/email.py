@@ -1,0 +1,164 @@
+"""Email: the Resend HTTP API when SWITCHYARD_RESEND_API_KEY is set, plain SMTP otherwise.
+
+args: {"to": str | list[str], "subject": str, "body": str, "html": str (optional),
+"from": str (optional; SWITCHYARD_EMAIL_FROM by default)}. Resend is given our
+Idempotency-Key; an SMTP server has no such thing, so the Message-ID is derived
+from the key instead, letting a receiving system spot a duplicate. SMTP cannot
+be asked what it received, so a crashed send is always `unknown`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import smtplib
+import ssl
+from dataclasses import replace
+from email.message import EmailMessage
+from email.utils import parseaddr
+from typing import Any
+
+from tasks.effects.adapters import http
+from tasks.effects.adapters.base import Adapter, ProviderResult, cannot_tell, not_sent
+from tasks.settings import Settings, get_settings
+
+
+def message_id(key: str, sender: str) -> str:
+    domain = parseaddr(sender)[1].rpartition("@")[2] or "switchyard.local"
+    return f"<{hashlib.sha256(key.encode()).hexdigest()[:40]}@{domain}>"
+
+
+def recipients(args: dict[str, Any]) -> list[str] | None:
+    to = args.get("to")
+    rcpts = [to] if isinstance(to, str) else to
+    if not isinstance(rcpts, list) or not rcpts or not all(
+            isinstance(r, str) and "@" in r for r in rcpts):
+        return None
+    return rcpts
+
+
+def call(key: str, args: dict[str, Any]) -> ProviderResult:
+    rcpts = recipients(args)
+    if rcpts is None or not isinstance(args.get("subject"), str) \
+            or not isinstance(args.get("body"), str):
+        return not_sent("email needs args.to (address or list), args.subject and args.body",
+                        retryable=False)
+    s = get_settings()
+    sender = args.get("from") if isinstance(args.get("from"), str) else s.email_from
+    if s.resend_api_key:
+        return _send_resend(key, args, rcpts, sender, s)
+    if s.smtp_host:
+        return _send_smtp(key, args, rcpts, sender, s)
+    return not_sent("no email transport is configured: set SWITCHYARD_SMTP_HOST or "
+                    "SWITCHYARD_RESEND_API_KEY", retryable=False)
+
+
+def reconcile(key: str, args: dict[str, Any], provider_ref: str | None) -> ProviderResult:
+    s = get_settings()
+    if not s.resend_api_key:
+        return cannot_tell("an SMTP server cannot be asked whether it accepted a message: "
+                           "check the recipient's mailbox or the server's log")
+    if not provider_ref:
+        return cannot_tell("Resend gave no email id before the crash, and it cannot be "
+                           "searched by idempotency key: check the Resend dashboard")
+    resp = http.request("GET", f"{s.resend_base_url.rstrip('/')}/emails/{provider_ref}",
+                        headers={"Authorization": f"Bearer {s.resend_api_key}"})
+    if isinstance(resp, ProviderResult) or resp.status_code != 200:
+        return cannot_tell(f"Resend could not tell what became of email {provider_ref}")
+    return ProviderResult("succeeded", provider_ref=provider_ref,
+                          response={"transport": "resend", "status_code": 200,
+                                    "body": http.body_of(resp), "reconciled": True})
+
+
+def _send_resend(key: str, args: dict[str, Any], rcpts: list[str], sender: str,
+                 s: Settings) -> ProviderResult:
+    payload: dict[str, Any] = {"from": sender, "to": rcpts, "subject": args["subject"],
+                               "text": args["body"]}
+    if isinstance(args.get("html"), str):
+        payload["html"] = args["html"]
+    resp = http.request("POST", f"{s.resend_base_url.rstrip('/')}/emails", json=payload,
+                        headers={"Authorization": f"Bearer {s.resend_api_key}",
+                                 "Idempotency-Key": key})
+    if isinstance(resp, ProviderResult):
+        return resp
+    result = http.classify(resp, "Resend")
+    body = result.response.get("body") if isinstance(result.response, dict) else None
+    if resp.status_code == 409 and isinstance(body, dict) \
+            and body.get("name") == "concurrent_idempotent_requests":
+        # Resend is still working on the first request with this key: ask again later.
+        return not_sent(result.error or "Resend: concurrent request with this key")
+    if isinstance(result.response, dict):
+        result = replace(result, response={"transport": "resend", **result.response})
+    return result
+
+
+def _send_smtp(key: str, args: dict[str, Any], rcpts: list[str], sender: str,
+               s: Settings) -> ProviderResult:
+    msg = EmailMessage()
+    msg["From"], msg["To"], msg["Subject"] = sender, ", ".join(rcpts), args["subject"]
+    msg["Message-ID"] = mid = message_id(key, sender)
+    msg.set_content(args["body"])
+    if isinstance(args.get("html"), str):
+        msg.add_alternative(args["html"], subtype="html")
+    try:
+        smtp = _connect(s)
+    except smtplib.SMTPAuthenticationError as exc:
+        return not_sent(f"the SMTP server refused our login: {exc.smtp_code}", retryable=False)
+    except (smtplib.SMTPException, OSError) as exc:
+        return not_sent(f"could not reach the SMTP server (nothing was sent): "
+                        f"{type(exc).__name__}: {exc}")
+    try:
+        refused = smtp.send_message(msg, from_addr=parseaddr(sender)[1], to_addrs=rcpts)
+    except smtplib.SMTPRecipientsRefused as exc:
+        codes = [code for code, _ in exc.recipients.values()]
+        return _refused(f"the SMTP server refused every recipient: {codes}", max(codes))
+    except (smtplib.SMTPSenderRefused, smtplib.SMTPDataError) as exc:
+        return _refused(f"the SMTP server refused the message: {exc.smtp_code} "
+                        f"{exc.smtp_error.decode(errors='replace')}", exc.smtp_code)
+    except smtplib.SMTPNotSupportedError as exc:
+        return not_sent(f"the SMTP server cannot take this message: {exc}", retryable=False)
+    except (smtplib.SMTPException, OSError) as exc:
+        return ProviderResult("unknown", error=f"the SMTP conversation broke off during the "
+                              f"send, so the message may have been accepted: "
+                              f"{type(exc).__name__}: {exc}")
+    finally:
+        _close(smtp)
+    response = {"transport": "smtp", "message_id": mid,
+                "refused": {a: [c, m.decode(errors="replace")] for a, (c, m) in refused.items()}}
+    return ProviderResult("succeeded", response=response, provider_ref=mid)
+
+
+def _connect(s: Settings) -> smtplib.SMTP:
+    timeout = s.effect_timeout_seconds
+    if s.smtp_ssl:
+        smtp: smtplib.SMTP = smtplib.SMTP_SSL(s.smtp_host, s.smtp_port, timeout=timeout,
+                                              context=ssl.create_default_context())
+    else:
+        smtp = smtplib.SMTP(s.smtp_host, s.smtp_port, timeout=timeout)
+    try:
+        smtp.ehlo()
+        if s.smtp_starttls:
+            smtp.starttls(context=ssl.create_default_context())
+            smtp.ehlo()
+        if s.smtp_user:
+            smtp.login(s.smtp_user, s.smtp_password)
+    except BaseException:
+        _close(smtp)
+        raise
+    return smtp
+
+
+def _close(smtp: smtplib.SMTP) -> None:
+    try:
+        smtp.quit()
+    except (smtplib.SMTPException, OSError):
+        smtp.close()
+
+
+def _refused(error: str, code: int) -> ProviderResult:
+    """An SMTP reply code: 4xx means try later (nothing was taken), 5xx means never."""
+    if 400 <= code < 500:
+        return not_sent(error)
+    return ProviderResult("failed", error=error)
+
+
+ADAPTER = Adapter("email", call, reconcile)

@@ -1,0 +1,103 @@
+"""One HTTP call out, and what its answer means for the ledger.
+
+Every HTTP adapter shares this reading of the outcome: 2xx done; 401/403 our
+credentials (nothing happened, fix the configuration); 408/425/429 not done yet,
+come back later; other 4xx refused for good; 5xx, or a connection that broke
+after the request went out, may have acted: `unknown`, never a blind resend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tasks.effects.adapters.base import ProviderResult, not_sent
+from tasks.settings import get_settings
+
+BODY_LIMIT = 4000  # characters of a non-JSON body kept in the ledger
+RETRY_LATER = {408, 425, 429}
+
+
+def request(method: str, url: str, *, headers: dict[str, str] | None = None,
+            json: Any = None, params: dict[str, str] | None = None,
+            ) -> httpx.Response | ProviderResult:
+    """The provider's response, or the ProviderResult a transport failure amounts to."""
+    seconds = get_settings().effect_timeout_seconds
+    timeout = httpx.Timeout(seconds, connect=min(seconds, 10.0))
+    try:
+        # A fresh client per call: a pooled connection gone stale could fail after
+        # the request was written, which would turn a harmless retry into `unknown`.
+        with httpx.Client(timeout=timeout, follow_redirects=False) as client:
+            return client.request(method, url, headers=headers, json=json, params=params)
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.LocalProtocolError) as exc:
+        return not_sent(f"cannot make this request: {type(exc).__name__}: {exc}",
+                        retryable=False)
+    except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+        return not_sent(f"could not connect (nothing was sent): {type(exc).__name__}: {exc}")
+    except httpx.TransportError as exc:
+        return ProviderResult(
+            "unknown",
+            error=f"the connection failed after the request went out, so the provider may "
+                  f"have acted: {type(exc).__name__}: {exc}",
+        )
+
+
+def body_of(resp: httpx.Response) -> Any:
+    try:
+        return scrub(resp.json())
+    except ValueError:
+        return resp.text[:BODY_LIMIT].replace("\x00", "\ufffd") or None
+
+
+def scrub(value: Any) -> Any:
+    """PostgreSQL's jsonb cannot hold NUL characters; a provider's body might."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    if isinstance(value, dict):
+        return {scrub(str(k)): scrub(v) for k, v in value.items()}
+    return value
+
+
+def classify(resp: httpx.Response, who: str) -> ProviderResult:
+    code = resp.status_code
+    body = body_of(resp)
+    response = {"status_code": code, "body": body}
+    if 200 <= code < 300:
+        return ProviderResult("succeeded", response=response, provider_ref=ref_of(body))
+    error = f"{who} answered HTTP {code}: {summary(body)}"
+    retry_after = retry_after_of(resp)
+    if code in RETRY_LATER or (code == 403 and retry_after is not None):
+        return not_sent(error, retry_after=retry_after, rate_limited=code in (403, 429))
+    if code in (401, 403):
+        return not_sent(error, retryable=False)
+    if 300 <= code < 400:
+        return not_sent(f"{error} (redirects are not followed)", retryable=False)
+    if code < 500:
+        return ProviderResult("failed", response=response, error=error)
+    return ProviderResult("unknown", response=response,
+                          error=f"{error}; the provider may have acted before failing")
+
+
+def ref_of(body: Any) -> str | None:
+    if isinstance(body, dict) and isinstance(body.get("id"), str | int):
+        return str(body["id"])
+    return None
+
+
+def summary(body: Any) -> str:
+    if isinstance(body, dict):
+        for field in ("message", "error", "detail"):
+            if isinstance(body.get(field), str):
+                return body[field][:500]
+    return str(body)[:500]
+
+
+def retry_after_of(resp: httpx.Response) -> float | None:
+    raw = resp.headers.get("retry-after", "").strip()
+    try:
+        return max(0.0, float(raw)) if raw else None
+    except ValueError:
+        return None  # an HTTP date: let the backoff decide

@@ -1,0 +1,129 @@
+"""The ledger's rows: read, insert an intent within the daily cap, record or withdraw an outcome.
+
+Each function is one short statement or transaction on this thread's connection;
+none is held open across a call to a provider.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from tasks import pg
+from tasks.effects.policy import CapReached
+
+COLUMNS = ("id, idempotency_key, project_id, approval_id, job_id, action_type, args, status, "
+           "provider_ref, response, error, created_at, completed_at")
+# What counts towards a daily cap: every effect that did or may have happened.
+COUNTED = ("intent", "succeeded", "unknown")
+
+
+@dataclass(frozen=True)
+class EffectRecord:
+    id: str
+    idempotency_key: str
+    project_id: str
+    approval_id: str | None
+    job_id: str | None
+    action_type: str
+    args: dict[str, Any]
+    status: str
+    provider_ref: str | None
+    response: Any
+    error: str | None
+    created_at: datetime
+    completed_at: datetime | None
+
+
+def _record(row: tuple[Any, ...]) -> EffectRecord:
+    values = list(row)
+    for i in (0, 2, 3, 4):  # uuids, as the rest of the code passes them around
+        values[i] = None if values[i] is None else str(values[i])
+    return EffectRecord(*values)
+
+
+def find(key: str) -> EffectRecord | None:
+    row = pg.fetch_one(f"SELECT {COLUMNS} FROM action_executions WHERE idempotency_key = %s",
+                       (key,))
+    return None if row is None else _record(row)
+
+
+def project_settings(project_id: str) -> dict[str, Any] | None:
+    row = pg.fetch_one("SELECT settings FROM projects WHERE id = %s", (str(project_id),))
+    return None if row is None else (row[0] or {})
+
+
+def insert_intent(*, project_id: str, action_type: str, args: dict[str, Any], key: str,
+                  job_id: str | None, approval_id: str | None,
+                  cap_per_day: int) -> EffectRecord | None:
+    """The committed intent, or None if the key exists already. Raises CapReached.
+
+    The advisory lock on (project, action type) makes count-then-insert atomic
+    across workers, so a cap of N never lets N+1 through a race.
+    """
+    with pg.transaction() as conn:
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                     (f"effect-cap:{project_id}:{action_type}",))
+        count = conn.execute(
+            "SELECT count(*) FROM action_executions WHERE project_id = %s AND action_type = %s "
+            "AND status = ANY(%s) "
+            "AND created_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'",
+            (str(project_id), action_type, list(COUNTED)),
+        ).fetchone()[0]  # type: ignore[index]
+        if count >= cap_per_day:
+            raise CapReached(
+                f"this project has reached its cap of {cap_per_day} {action_type} effects "
+                f"today (UTC): raise projects.settings.caps.{action_type}_per_day or wait "
+                f"until tomorrow", action_type=action_type, cap=cap_per_day)
+        row = conn.execute(
+            "INSERT INTO action_executions (id, idempotency_key, project_id, approval_id, job_id, "
+            "action_type, args, status) VALUES (%s, %s, %s, %s, %s, %s, %s, 'intent') "
+            f"ON CONFLICT (idempotency_key) DO NOTHING RETURNING {COLUMNS}",
+            (uuid.uuid4(), key, str(project_id), approval_id and str(approval_id),
+             job_id and str(job_id), action_type, Jsonb(args)),
+        ).fetchone()
+    return None if row is None else _record(row)
+
+
+def record_outcome(effect_id: str, *, status: str, response: Any, provider_ref: str | None,
+                   error: str | None) -> EffectRecord | None:
+    """Move an intent to its outcome; None if it is no longer an intent."""
+    row = pg.fetch_one(
+        "UPDATE action_executions SET status = %s, response = %s, provider_ref = %s, "
+        "error = %s, completed_at = now() WHERE id = %s AND status = 'intent' "
+        f"RETURNING {COLUMNS}",
+        (status, None if response is None else Jsonb(response), provider_ref, error, effect_id),
+    )
+    return None if row is None else _record(row)
+
+
+def withdraw(effect_id: str) -> None:
+    """The provider certainly did not act: forget the intent so a later attempt may call."""
+    pg.fetch("DELETE FROM action_executions WHERE id = %s AND status = 'intent'", (effect_id,))
+
+
+def unknown_for(project_id: str, limit: int = 200) -> list[EffectRecord]:
+    rows = pg.fetch(
+        f"SELECT {COLUMNS} FROM action_executions WHERE project_id = %s AND status = 'unknown' "
+        "ORDER BY created_at, id LIMIT %s",
+        (str(project_id), limit),
+    )
+    return [_record(r) for r in rows]
+
+
+def resolve(effect_id: str, *, project_id: str, status: str, note: str,
+            by: str | None) -> EffectRecord | None:
+    resolution = Jsonb({"resolution": {"status": status, "note": note, "by": by}})
+    row = pg.fetch_one(
+        "UPDATE action_executions SET status = %s, completed_at = now(), "
+        "response = CASE WHEN jsonb_typeof(response) = 'object' THEN response || %s "
+        "ELSE %s END "
+        "WHERE id = %s AND project_id = %s AND status = 'unknown' "
+        f"RETURNING {COLUMNS}",
+        (status, resolution, resolution, effect_id, str(project_id)),
+    )
+    return None if row is None else _record(row)

@@ -1,0 +1,31 @@
+"""Keep configured secrets out of what the ledger stores: a provider may echo them back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tasks.settings import get_settings
+
+REDACTED = "[redacted]"
+
+
+def secrets_in_use() -> list[str]:
+    s = get_settings()
+    candidates = (s.resend_api_key, s.github_token, s.ads_api_key, s.smtp_password)
+    # Longest first, so a secret containing another is replaced whole.
+    return sorted({c for c in candidates if len(c) >= 4}, key=len, reverse=True)
+
+
+def redact(value: Any, secrets: list[str] | None = None) -> Any:
+    secrets = secrets_in_use() if secrets is None else secrets
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, list):
+        return [redact(v, secrets) for v in value]
+    if isinstance(value, dict):
+        return {redact(str(k), secrets): redact(v, secrets) for k, v in value.items()}
+    return value

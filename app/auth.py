@@ -14,7 +14,7 @@ from app.ratelimit import RateLimiter
 from app.tokens import hash_token, owner_for_token
 from tasks.settings import get_settings
 
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/api/openapi.json"})
 
 
 def require_token() -> None:

@@ -71,7 +71,9 @@ def register_error_handlers(app: Flask) -> None:
             exc.code or 500, (exc.name or "error").lower().replace(" ", "_"))
         message = ("the request body is larger than 1 MiB" if exc.code == 413
                    else exc.description or exc.name)
-        return jsonify(_body(code, message)), exc.code or 500
+        # Keep the exception's own headers (a 405's `Allow`), not its HTML content type.
+        headers = [(k, v) for k, v in exc.get_headers() if k.lower() != "content-type"]
+        return jsonify(_body(code, message)), exc.code or 500, headers
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception):

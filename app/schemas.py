@@ -2,10 +2,86 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    ValidationError,
+    field_validator,
+)
+from pydantic_core import core_schema
+
+from tasks import registry
+from tasks.errors import InvalidPayload
+
+NO_NUL = r"^[^\x00]*$"
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain the NUL character (\\u0000)")
+    return value
+
+
+class _Storable:
+    """PostgreSQL text and jsonb cannot hold NUL: refused here (422), not at the insert (500)."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler):
+        return core_schema.no_info_after_validator_function(_no_nul, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: Any, handler: GetJsonSchemaHandler):
+        return {**handler(schema), "pattern": NO_NUL}
+
+
+def _integral(value: Any) -> Any:
+    """JSON has one number type: 2.0 is the integer 2 (as JSON Schema says); 2.5 is not."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+Text = Annotated[str, _Storable()]
+Integral = BeforeValidator(_integral)  # after the bounds in Annotated[...], or their schema breaks
+
+
+def _integral_floats(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _integral_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral_floats(v) for v in value]
+    return _integral(value)
+
+
+def check_payload_types(job_type: str, payload: dict[str, Any]) -> None:
+    """The job type's model applied strictly to the JSON sent: `false` or `"3"` is no number.
+
+    Enqueueing parses payloads leniently (workers and spawns build them in Python); a client's
+    wrong-typed field is an error instead, as the contract and the OpenAPI document say.
+    """
+    try:
+        registry.get(job_type).payload_model.model_validate_json(
+            json.dumps(_integral_floats(payload)), strict=True)
+    except ValidationError as exc:
+        fields = {".".join(str(p) for p in e["loc"]) or "payload": e["msg"] for e in exc.errors()}
+        summary = "; ".join(f"{k}: {v}" for k, v in fields.items())
+        raise InvalidPayload(f"invalid payload for {job_type}: {summary}",
+                             details={"fields": fields}) from None
+
+
+def has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(has_nul(v) for v in value)
+    return False
 
 
 class Strict(BaseModel):
@@ -13,25 +89,44 @@ class Strict(BaseModel):
 
 
 class ProjectCreate(Strict):
-    name: str = Field(min_length=1, max_length=200)
-    goal: str | None = Field(default=None, max_length=10_000)
+    name: Text = Field(min_length=1, max_length=200)
+    goal: Text | None = Field(default=None, max_length=10_000)
     night_shift: bool = False
 
 
 class JobCreate(Strict):
-    job_type: str = Field(min_length=1, max_length=200)
+    job_type: Text = Field(min_length=1, max_length=200)
     payload: dict[str, Any] = Field(default_factory=dict)
-    idempotency_key: str | None = Field(default=None, min_length=1, max_length=255)
-    priority: int | None = Field(default=None, ge=0, le=9)
+    idempotency_key: Text | None = Field(default=None, min_length=1, max_length=255)
+    priority: Annotated[int, Field(ge=0, le=9), Integral] | None = None
     run_after: AwareDatetime | None = None
-    max_attempts: int | None = Field(default=None, ge=1, le=100)
+    max_attempts: Annotated[int, Field(ge=1, le=100), Integral] | None = None
+
+    @field_validator("run_after")
+    @classmethod
+    def _run_after_storable(cls, value: datetime | None) -> datetime | None:
+        # 0001-01-01T00:00+01:00 is a year-0 instant: PostgreSQL stores it, then every read
+        # of the job (its page, the project's job list) fails converting it back.
+        if value is not None:
+            try:
+                value.astimezone(UTC)
+            except OverflowError:
+                raise ValueError("must fall between the years 1 and 9999 in UTC") from None
+        return value
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_storable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if has_nul(value):
+            raise ValueError("no string in the payload may contain the NUL character (\\u0000)")
+        return value
 
 
 class JobListQuery(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     status: str | None = None
-    job_type: str | None = None
+    job_type: Text | None = None
     limit: int = Field(default=50, ge=1, le=200)
     before: str | None = None
 

@@ -9,7 +9,7 @@ from flask import Flask
 from app import db
 from app.auth import require_token
 from app.errors import register_error_handlers
-from app.routes import health, jobs, monitor, projects, streams
+from app.routes import health, jobs, monitor, openapi, projects, streams
 from tasks.settings import get_settings
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -26,7 +26,7 @@ def create_app() -> Flask:
     register_error_handlers(app)
     app.before_request(require_token)
     app.teardown_appcontext(db.close_session)
-    for bp in (health.bp, projects.bp, jobs.bp, streams.bp, monitor.bp):
+    for bp in (health.bp, projects.bp, jobs.bp, streams.bp, monitor.bp, openapi.bp):
         app.register_blueprint(bp)
     streams.sock.init_app(app)
     return app

@@ -6,6 +6,7 @@ from flask import Blueprint, jsonify
 from sqlalchemy import text
 
 from app import db
+from app.errors import ApiError
 from tasks.celery_app import app as celery_app
 
 bp = Blueprint("health", __name__)
@@ -30,6 +31,7 @@ def readyz():
         checks["broker"] = "ok"
     except Exception as exc:
         checks["broker"] = f"error: {type(exc).__name__}"
-    ready = all(v == "ok" for v in checks.values())
-    return jsonify({"status": "ready" if ready else "not_ready", "checks": checks}), (
-        200 if ready else 503)
+    if any(v != "ok" for v in checks.values()):  # a 5xx body has the contract's error shape
+        raise ApiError(503, "not_ready", "the database or the broker does not answer",
+                       {"checks": checks})
+    return jsonify({"status": "ready", "checks": checks})

@@ -13,7 +13,7 @@ from app.errors import ApiError, not_found, validation_error
 from app.hub import Event, Subscription
 from app.queries import job_for_owner, job_json, list_jobs, project_for_owner, steps_of
 from app.routes.body import parse_body
-from app.schemas import JobCreate, JobListQuery
+from app.schemas import JobCreate, JobListQuery, check_payload_types
 from app.sse import cursor_from_request, event_stream, sse_response
 from models import AgentJob
 from tasks import control, diagnosis
@@ -44,6 +44,7 @@ def create_job(pid: str):
     if project is None:
         raise not_found("project")
     body = parse_body(JobCreate)
+    check_payload_types(body.job_type, body.payload)
     db.close_session()  # never hold a pooled connection across the enqueue and publish
     result = enqueue(EnqueueRequest(
         project_id=project.id, job_type=body.job_type, payload=body.payload,
@@ -76,9 +77,10 @@ def get_jobs(pid: str):
     return jsonify({"items": [job_json(j) for j in jobs], "next": nxt})
 
 
-@bp.get("/api/jobs/<jid>")
-def get_job(jid: str):
-    job = _owned_job(jid)
+# uuid: so that /api/jobs/retry is no job id and OPTIONS on it does not advertise GET.
+@bp.get("/api/jobs/<uuid:jid>")
+def get_job(jid: uuid.UUID):
+    job = _owned_job(str(jid))
     return jsonify(job_json(job, steps_of(db.session(), job.id)))
 
 

@@ -87,6 +87,12 @@ class Settings:
     log_level: str
     rate_limit_per_second: float
     rate_limit_burst: float
+    cron_secret: str
+    sse_keepalive_seconds: float = 15.0
+    # app.routes.ui: the cookie session's signing key (empty: a random key kept in data_dir)
+    # and whether the cookie is HTTPS-only (set it behind TLS).
+    secret_key: str = field(default="", repr=False)
+    secure_cookies: bool = False
     # tasks.llm. The API key stays out of repr, so a logged Settings never shows it.
     llm_provider: str = "scripted"  # scripted | anthropic
     anthropic_api_key: str = field(default="", repr=False)
@@ -142,6 +148,10 @@ def get_settings() -> Settings:
         log_level=env_str("SWITCHYARD_LOG_LEVEL", "INFO").upper(),
         rate_limit_per_second=env_float("SWITCHYARD_RATE_LIMIT_PER_SECOND", 100.0, minimum=0.01),
         rate_limit_burst=env_float("SWITCHYARD_RATE_LIMIT_BURST", 400.0, minimum=1),
+        cron_secret=env_str("SWITCHYARD_CRON_SECRET", ""),
+        sse_keepalive_seconds=env_float("SWITCHYARD_SSE_KEEPALIVE_SECONDS", 15.0, minimum=0.05),
+        secret_key=env_str("SWITCHYARD_SECRET_KEY", ""),
+        secure_cookies=env_bool("SWITCHYARD_SECURE_COOKIES", False),
         llm_provider=env_str("SWITCHYARD_LLM_PROVIDER", "scripted").lower(),
         anthropic_api_key=env_str("ANTHROPIC_API_KEY", ""),
         anthropic_base_url=env_str("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),

@@ -10,8 +10,7 @@ from flask import Response, request
 
 from app.errors import ApiError
 from app.hub import Event, Subscription, history, hub
-
-KEEPALIVE_SECONDS = 15.0
+from tasks.settings import get_settings
 
 
 def cursor_from_request() -> int:
@@ -30,20 +29,31 @@ def format_event(e: Event) -> str:
     return f"id: {e.id}\nevent: {e.type}\ndata: {json.dumps(e.as_json())}\n\n"
 
 
+ALL_STORED = 2**63 - 1  # no upper bound on the replay
+
+
 def event_stream(sub: Subscription, cursor: int,
-                 is_last: Callable[[Event], bool] = lambda e: False) -> Iterator[Event | None]:
-    """Events after `cursor` with no gap and no duplicate; None marks a keep-alive."""
+                 is_last: Callable[[Event], bool] = lambda e: False,
+                 *, ended: bool = False) -> Iterator[Event | None]:
+    """Events after `cursor` with no gap and no duplicate; None marks a keep-alive.
+
+    `ended`: the stream's subject (a job) had already ended when the stream
+    opened, so every event it will have is stored: replay those after the cursor
+    and stop, even when the last one is at or before the cursor (an EventSource
+    reconnects with the id of the last event it got, and must not hang there).
+    """
+    keepalive = get_settings().sse_keepalive_seconds  # SWITCHYARD_SSE_KEEPALIVE_SECONDS
     upto = hub.subscribe(sub)
     try:
         last = cursor
-        for e in history(sub, cursor, upto):
+        for e in history(sub, cursor, ALL_STORED if ended else upto):
             yield e
             last = e.id
             if is_last(e):
                 return
-        while not sub.dropped:
+        while not ended and not sub.dropped:
             try:
-                e = sub.events.get(timeout=KEEPALIVE_SECONDS)
+                e = sub.events.get(timeout=keepalive)
             except queue.Empty:
                 yield None
                 continue

@@ -104,13 +104,14 @@ def retry_job(jid: str):
 def job_events(jid: str):
     job = _owned_job(jid)
     cursor = cursor_from_request()
-    job_id = job.id
+    job_id, ended = job.id, JobStatus(job.status) in TERMINAL
     db.close_session()  # no database session is held while the stream is open
 
     def is_last(e: Event) -> bool:
         return e.type == "status" and JobStatus(e.data.get("status")) in TERMINAL
 
-    return sse_response(event_stream(Subscription(job_id=job_id), cursor, is_last))
+    return sse_response(event_stream(Subscription(job_id=job_id), cursor, is_last,
+                                     ended=ended))
 
 
 @bp.get("/api/jobs/<jid>/diagnosis")

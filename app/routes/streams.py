@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from flask import Blueprint
+from flask import Blueprint, g, request
 from flask_sock import Sock
 from simple_websocket import ConnectionClosed
 
@@ -35,10 +35,18 @@ def project_events(pid: str):
                                      cursor_from_request()))
 
 
+@bp.before_request
+def _refuse_socket_before_upgrade() -> None:
+    """A WebSocket's 404 or 400 must be a plain HTTP answer: flask-sock accepts the
+    upgrade before the route's body runs, so the checks happen here, before it."""
+    if request.endpoint == "streams.project_socket":
+        g.socket_project_id = _owned_project_id((request.view_args or {})["pid"])
+        g.socket_cursor = cursor_from_request()
+
+
 @sock.route("/ws/projects/<pid>", bp=bp)
 def project_socket(ws, pid: str) -> None:
-    project_id = _owned_project_id(pid)
-    stream = event_stream(Subscription(project_id=project_id), cursor_from_request())
+    stream = event_stream(Subscription(project_id=g.socket_project_id), g.socket_cursor)
     try:
         for e in stream:
             if e is not None:  # keep-alives are WebSocket pings (SOCK_SERVER_OPTIONS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import uuid
+from typing import Annotated
 
 from flask import Blueprint, jsonify, request, url_for
 from pydantic import Field
@@ -14,7 +15,7 @@ from app.auth import current_owner
 from app.errors import ApiError, not_found
 from app.queries import project_for_owner
 from app.routes.body import parse_body
-from app.schemas import Strict, iso
+from app.schemas import Integral, Strict, Text, has_nul, iso
 from models import AgentMemory, Approval, ChatMessage, Project
 from tasks import approvals, pg
 from tasks.enqueue import EnqueueRequest, enqueue
@@ -25,17 +26,17 @@ bp = Blueprint("startup", __name__)
 
 
 class LaunchBody(Strict):
-    revision_guidance: str | None = Field(default=None, max_length=5000)
+    revision_guidance: Text | None = Field(default=None, max_length=5000)
     force_new_approval: bool = False
 
 
 class ChatBody(Strict):
-    message: str = Field(min_length=1, max_length=20_000)
+    message: Text = Field(min_length=1, max_length=20_000)
 
 
 class DecisionBody(Strict):
     decision: str = Field(pattern="^(approved|rejected)$")
-    version: int = Field(ge=1)
+    version: Annotated[int, Field(ge=1, le=2**31 - 1), Integral]  # an int4 column
 
 
 def _project(pid: str) -> Project:
@@ -146,6 +147,9 @@ def memory(pid: str):
     project = _project(pid)
     query = select(AgentMemory).where(AgentMemory.project_id == project.id)
     if category := request.args.get("category"):
+        if has_nul(category):  # PostgreSQL text cannot hold it: a 422, not a 500
+            raise ApiError(422, "validation_error", "category must not contain the NUL "
+                           "character", {"field": "category"})
         query = query.where(AgentMemory.category == category)
     rows = db.session().scalars(query.order_by(AgentMemory.updated_at.desc()).limit(500))
     return jsonify({"items": [{"id": str(m.id), "category": m.category, "key": m.key,

@@ -65,7 +65,11 @@ def revoke_token(session: Session, token_id_or_prefix: str) -> int:
 
 def owner_for_token(session: Session, token: str) -> uuid.UUID | None:
     """The owner a live token belongs to: looked up by hash, compared in constant time."""
-    digest = hash_token(token)
+    return owner_for_token_hash(session, hash_token(token))
+
+
+def owner_for_token_hash(session: Session, digest: str) -> uuid.UUID | None:
+    """The same, from the hash the web UI's cookie session keeps instead of the token."""
     row = session.execute(
         select(ApiToken.token_hash, ApiToken.owner_id)
         .where(ApiToken.token_hash == digest, ApiToken.revoked_at.is_(None))

@@ -9,7 +9,17 @@ from flask import Flask
 from app import db
 from app.auth import require_token
 from app.errors import register_error_handlers
-from app.routes import health, jobs, monitor, openapi, projects, streams
+from app.routes import (
+    health,
+    jobs,
+    monitor,
+    openapi,
+    owner_jobs,
+    projects,
+    startup,
+    streams,
+    ui,
+)
 from tasks.settings import get_settings
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -26,7 +36,8 @@ def create_app() -> Flask:
     register_error_handlers(app)
     app.before_request(require_token)
     app.teardown_appcontext(db.close_session)
-    for bp in (health.bp, projects.bp, jobs.bp, streams.bp, monitor.bp, openapi.bp):
+    for bp in (health.bp, projects.bp, jobs.bp, streams.bp, monitor.bp, openapi.bp,
+               owner_jobs.bp, startup.bp, ui.bp):
         app.register_blueprint(bp)
     streams.sock.init_app(app)
     return app

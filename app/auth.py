@@ -13,10 +13,9 @@ from functools import lru_cache
 
 from flask import g, request, session
 
-from app import db
 from app.errors import ApiError
 from app.ratelimit import RateLimiter
-from app.tokens import hash_token, owner_for_token_hash
+from app.tokens import hash_token, owner_for_digest
 from tasks.settings import get_settings
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/api/openapi.json"})
@@ -31,7 +30,7 @@ def require_token() -> None:
     if path in PUBLIC_PATHS or not path.startswith(("/api/", "/ws/")):
         return
     digest = _token_hash(path)
-    owner = owner_for_token_hash(db.session(), digest)
+    owner = owner_for_digest(digest)
     if owner is None:
         raise ApiError(401, "unauthorized", "invalid or revoked token",
                        headers={"WWW-Authenticate": "Bearer"})

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from app import pgpool
 from tasks import pg
 
 log = logging.getLogger(__name__)
@@ -146,10 +147,17 @@ class EventHub:
 
 
 def history(sub: Subscription, after: int, upto: int) -> list[Event]:
-    """Stored events matching `sub` with after < id <= upto, in order."""
+    """Stored events matching `sub` with after < id <= upto, in order.
+
+    Read on a connection borrowed from the web process's bounded pool and given
+    back at once: `tasks.pg`'s connection is per thread and stays open with it,
+    and a stream holds its thread for its whole life, so N open streams would
+    otherwise hold N idle database connections (100 subscribers exhausted
+    PostgreSQL's default max_connections in bench/http_latency.py).
+    """
     column, value = ("job_id", sub.job_id) if sub.job_id else ("project_id", sub.project_id)
-    rows = pg.fetch(f"SELECT {EVENT_COLUMNS} FROM agent_job_events WHERE {column} = %s "
-                    "AND id > %s AND id <= %s ORDER BY id", (value, after, upto))
+    rows = pgpool.fetch(f"SELECT {EVENT_COLUMNS} FROM agent_job_events WHERE {column} = %s "
+                        "AND id > %s AND id <= %s ORDER BY id", (value, after, upto))
     return [Event(*r) for r in rows]
 
 

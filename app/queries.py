@@ -23,6 +23,19 @@ def project_for_owner(session: Session, owner: uuid.UUID, project_id: str) -> Pr
     return session.scalar(select(Project).where(Project.id == pid, Project.owner_id == owner))
 
 
+def project_id_for_owner(owner: uuid.UUID, project_id: str) -> uuid.UUID | None:
+    """The same check as project_for_owner for the enqueue hot path: no session, no ORM
+    object, one prepared statement on the web process's small pool (app.pgpool)."""
+    from app import pgpool
+
+    pid = _uuid(project_id)
+    if pid is None:
+        return None
+    row = pgpool.fetch_one("SELECT id FROM projects WHERE id = %s AND owner_id = %s",
+                           (pid, owner))
+    return row[0] if row else None
+
+
 def job_for_owner(session: Session, owner: uuid.UUID, job_id: str) -> AgentJob | None:
     jid = _uuid(job_id)
     if jid is None:

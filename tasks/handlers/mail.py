@@ -1,8 +1,10 @@
 """`email.process_due`, `drip.process_digests`, `drip.process_nudges`: the email outbox sweep
-and the daily drips that fill it. Each drip email has a stable key, so a re-run sends nothing."""
+and the daily drips that fill it. Each drip email is keyed by its project and the UTC day it
+is queued on, so a re-run that day sends nothing, whatever slot it was enqueued for."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,8 +44,14 @@ GROUP BY p.id, p.name, p.settings
 """
 
 
-def _queue_digests(date: str) -> int:
-    queued = 0
+def _today() -> str:
+    # Not the payload's slot: a drip enqueued under another slot (any owner may enqueue one)
+    # must not send a second digest or nudge the same day.
+    return datetime.now(UTC).strftime("%Y-%m-%d")
+
+
+def _queue_digests() -> int:
+    date, queued = _today(), 0
     for pid, name, to, done, pending in pg.fetch(DIGEST_SOURCES):
         body = (f"Yesterday on {name}: {done} job(s) completed; {pending} approval(s) "
                 "waiting for you.")
@@ -53,8 +61,8 @@ def _queue_digests(date: str) -> int:
     return queued
 
 
-def _queue_nudges(date: str) -> int:
-    queued = 0
+def _queue_nudges() -> int:
+    date, queued = _today(), 0
     for pid, name, to, waiting in pg.fetch(NUDGE_SOURCES):
         enqueue_email(pid, to, f"{name}: {waiting} action(s) need your approval",
                       "Your agents are waiting for a decision in the inbox.", "nudge",
@@ -64,11 +72,11 @@ def _queue_nudges(date: str) -> int:
 
 
 def digests(ctx, p: SlotPayload) -> dict[str, int]:
-    return {"queued": ctx.step("queue-digests", _queue_digests, p.slot)}
+    return {"queued": ctx.step("queue-digests", _queue_digests)}
 
 
 def nudges(ctx, p: SlotPayload) -> dict[str, int]:
-    return {"queued": ctx.step("queue-nudges", _queue_nudges, p.slot)}
+    return {"queued": ctx.step("queue-nudges", _queue_nudges)}
 
 
 EMAIL = register(JobType("email.process_due", SlotPayload, process_due, queue="io"))

@@ -49,6 +49,8 @@ class FakeAnthropic:
         self.text: str | None = None  # None: echo the last user message
         self.tool_input: dict[str, Any] = {"location": "Paris"}
         self.usage = (12, 7)  # (input_tokens, output_tokens) reported per answer
+        self.delay = 0.0  # seconds a successful answer waits before it starts
+        self.chunk_delay = 0.0  # seconds between the events of a streamed answer
         self._server = make_server("127.0.0.1", 0, self._wsgi, threaded=True,
                                    request_handler=_Quiet)
         self.url = f"http://127.0.0.1:{self._server.server_port}"
@@ -98,10 +100,12 @@ class FakeAnthropic:
             return _error(status, ERROR_TYPES.get(status, "api_error"), "refused on purpose",
                           headers)
         message = self._message(body, n)
+        time.sleep(self.delay)
         if body.get("stream"):
             with self._lock:
                 cut = self._stream_breaks.popleft() if self._stream_breaks else None
-            return Response(_sse(message, cut), status=200, mimetype="text/event-stream")
+            return Response(_paced(_sse(message, cut), self.chunk_delay), status=200,
+                            mimetype="text/event-stream")
         return Response(json.dumps(message), status=200, mimetype="application/json",
                         headers={"request-id": f"req_{n}"})
 
@@ -164,6 +168,14 @@ def _sse(message: dict[str, Any], cut: str | None = None) -> Iterator[str]:
         "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
         "usage": {"output_tokens": message["usage"]["output_tokens"]}})
     yield event("message_stop", {})
+
+
+def _paced(events: Iterator[str], pause: float) -> Iterator[str]:
+    """Each event on its own, `pause` seconds apart: a model that writes slowly."""
+    for i, event in enumerate(events):
+        if i and pause:
+            time.sleep(pause)
+        yield event
 
 
 def _pieces(text: str) -> list[str]:

@@ -8,6 +8,7 @@ received, so "sent once" means one request arrived, not that our code said so.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -217,6 +218,7 @@ class _SmtpHandler:
         self.sink = sink
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        await asyncio.sleep(self.sink.delay)
         if self.sink.refuse_next:
             reply, self.sink.refuse_next = self.sink.refuse_next, None
             return reply
@@ -233,6 +235,7 @@ class FakeSmtp:
     port: int = 0
     messages: list[ReceivedMail] = field(default_factory=list)
     refuse_next: str | None = None  # e.g. "550 mailbox unavailable": the next DATA gets it
+    delay: float = 0.0  # seconds each DATA waits before its answer (a slow server widens races)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 

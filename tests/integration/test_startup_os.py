@@ -1,0 +1,399 @@
+"""The startup OS end to end in one process: the Flask app (test client), the real Celery
+worker (threads pool), PostgreSQL, Redis, and local providers that count what they receive.
+
+"Once" is always checked where it matters: requests that reached the fake deploy hook,
+messages the SMTP server accepted, job rows with their stable keys.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from celery.signals import task_postrun
+from flask import Flask
+
+import celeryconfig
+from app.db import session_factory
+from app.tokens import create_token
+from app.web import create_app
+from models.db import session_scope
+from models.schema import SYSTEM_PROJECT_ID
+from tasks import pg, schedules
+from tasks.approvals import NewApproval, create_approval
+from tasks.celery_app import SCHEDULE
+from tasks.celery_app import app as celery_app
+from tasks.effects import outbox
+from tasks.effects.adapters.email import message_id
+from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.llm import reset_client
+from tasks.settings import get_settings
+from tests.conftest import wait_until
+from tests.integration.jobdb import in_threads, wait_for
+from tests.support.fake_providers import (  # noqa: F401 - the fixtures are used by name
+    FakeProviders,
+    FakeSmtp,
+    fake_providers,
+    fake_smtp,
+)
+
+CRON_SECRET = "cron-secret-0123456789"
+SENDER = "Switchyard <ops@example.test>"
+CONTACT = "founder@example.test"
+
+
+# --- fixtures ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Fakes:
+    http: FakeProviders
+    smtp: FakeSmtp
+
+    @property
+    def hook(self) -> str:
+        return f"{self.http.url}/deploy/site"
+
+
+@pytest.fixture
+def fakes(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Fakes]:
+    """Email to the SMTP fake, the scripted LLM, a cron secret; settings re-read before/after
+    (the in-process worker reads them at call time)."""
+    http: FakeProviders = request.getfixturevalue("fake_providers")
+    smtp: FakeSmtp = request.getfixturevalue("fake_smtp")
+    for name, value in {"SWITCHYARD_SMTP_HOST": smtp.host, "SWITCHYARD_SMTP_PORT": str(smtp.port),
+                        "SWITCHYARD_RESEND_API_KEY": "", "SWITCHYARD_EMAIL_FROM": SENDER,
+                        "SWITCHYARD_LLM_PROVIDER": "scripted",
+                        "SWITCHYARD_CRON_SECRET": CRON_SECRET}.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    reset_client()
+    yield Fakes(http, smtp)
+    monkeypatch.undo()
+    get_settings.cache_clear()
+    reset_client()
+
+
+@dataclass
+class Founder:
+    """A token holder with one project; each call uses a client of its own (thread-safe)."""
+
+    app: Flask
+    owner_id: uuid.UUID
+    token: str
+    project: str
+
+    def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}", **(extra or {})}
+
+    def get(self, path: str) -> Any:
+        with self.app.test_client() as c:
+            return c.get(path, headers=self.headers())
+
+    def post(self, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:
+        with self.app.test_client() as c:
+            return c.post(path, data=json.dumps(body if body is not None else {}),
+                          content_type="application/json", headers=self.headers(headers))
+
+    def new_project(self, name: str, *, night_shift: bool = False,
+                    settings: dict[str, Any] | None = None) -> str:
+        pid = str(uuid.uuid4())
+        pg.fetch("INSERT INTO projects (id, owner_id, name, night_shift, settings) "
+                 "VALUES (%s, %s, %s, %s, %s::jsonb)",
+                 (pid, self.owner_id, name, night_shift, json.dumps(settings or {})))
+        return pid
+
+
+@pytest.fixture
+def founder(db: None, fakes: Fakes) -> Founder:
+    app = create_app()
+    app.config["TESTING"] = True
+    with session_scope(session_factory()) as s:
+        owner_id, token = create_token(s, f"founder-{uuid.uuid4().hex[:8]}")
+    f = Founder(app, owner_id, token, "")
+    f.project = f.new_project("Tidewater", settings={"contact_email": CONTACT,
+                                                     "deploy_hook_url": fakes.hook})
+    return f
+
+
+class Beat:
+    """Sends beat's scheduled messages through the broker, exactly as beat's entries say, and
+    collects what the worker's `tasks.schedule` returned for each."""
+
+    def __init__(self) -> None:
+        self.results: list[dict[str, int]] = []
+
+    def _ran(self, sender: Any = None, retval: Any = None, **_: Any) -> None:
+        if getattr(sender, "name", None) == SCHEDULE:
+            self.results.append(retval)
+
+    def fire(self, entry: str) -> None:
+        e = celeryconfig.beat_schedule[entry]
+        celery_app.send_task(e["task"], args=e["args"], **e["options"])
+
+    def wait(self, n: int) -> list[dict[str, int]]:
+        wait_until(lambda: len(self.results) >= n, timeout=15, what=f"{n} beat message(s) run")
+        return self.results
+
+
+@pytest.fixture
+def beat(worker: Any) -> Iterator[Beat]:
+    b = Beat()
+    task_postrun.connect(b._ran, weak=False)
+    yield b
+    task_postrun.disconnect(b._ran)
+
+
+# --- reading the truth back -------------------------------------------------------------------
+
+def approval(approval_id: str) -> dict[str, Any]:
+    row = pg.fetch_one("SELECT status, version, execution_status, execution_job_id "
+                       "FROM approvals WHERE id = %s", (approval_id,))
+    assert row is not None
+    return dict(zip(("status", "version", "execution_status", "execution_job_id"), row,
+                    strict=True))
+
+
+def jobs_of(job_type: str) -> list[tuple[str, str, str, str]]:
+    """(project, idempotency key, status, id) of every job of this type."""
+    return [(str(p), k, s, str(i)) for p, k, s, i in pg.fetch(
+        "SELECT project_id, idempotency_key, status, id FROM agent_jobs WHERE job_type = %s "
+        "ORDER BY created_at", (job_type,))]
+
+
+def wait_all_done(job_type: str, n: int, timeout: float = 20) -> list[tuple[str, str, str, str]]:
+    def done() -> list | None:
+        rows = jobs_of(job_type)
+        return rows if len(rows) >= n and all(r[2] in ("completed", "failed") for r in rows) \
+            else None
+    return wait_until(done, timeout=timeout, what=f"{n} {job_type} job(s) to finish")
+
+
+def recipients(smtp: FakeSmtp) -> list[str]:
+    with smtp.lock:
+        return sorted(r for m in smtp.messages for r in m.rcpt_tos)
+
+
+def today() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d")
+
+
+# --- 1. launch → packet → approvals → approving twice at once → one effect each -----------------
+
+def test_launch_to_approvals_approved_twice_at_once_sends_one_deploy_and_one_email(
+        worker, founder, fakes):
+    # Given a launched project whose packet proposes an email and a deploy
+    r = founder.post(f"/api/projects/{founder.project}/launch", {})
+    assert r.status_code == 202, r.get_json()
+    packet_job = wait_for(r.get_json()["job_id"], timeout=30)
+    assert packet_job["status"] == "completed", packet_job["last_error"]
+    inbox = founder.get(f"/api/inbox?project_id={founder.project}").get_json()["items"]
+    by_type = {a["action_type"]: a for a in inbox}
+    assert set(by_type) == {"email", "deploy_hook"}, inbox
+    assert sorted(packet_job["result"]["approval_ids"]) == sorted(a["id"] for a in inbox)
+    assert by_type["deploy_hook"]["action_args"]["url"] == fakes.hook
+    assert by_type["email"]["action_args"]["to"] == CONTACT
+    assert all(a["status"] == "pending" and a["execution_status"] == "idle" for a in inbox)
+
+    # When each approval is approved twice at the same instant, with the version both saw
+    calls = [a for a in inbox for _ in range(2)]
+    responses = in_threads(len(calls), lambda i: founder.post(
+        f"/api/inbox/{calls[i]['id']}/decision",
+        {"decision": "approved", "version": calls[i]["version"]}))
+
+    # Then per approval one decision won (200) and the other saw a stale version (409)
+    for a in inbox:
+        mine = [resp for call, resp in zip(calls, responses, strict=True) if call is a]
+        assert sorted(resp.status_code for resp in mine) == [200, 409], \
+            [resp.get_json() for resp in mine]
+        won = next(resp.get_json() for resp in mine if resp.status_code == 200)
+        lost = next(resp.get_json() for resp in mine if resp.status_code == 409)
+        assert (won["status"], won["version"]) == ("approved", a["version"] + 1)
+        assert won["execution_job_id"] is not None
+        assert lost["error"]["code"] == "conflict"
+    # And each has exactly one execution job, keyed approval:{id}, which completes
+    executions = wait_all_done("approval.execute", 2)
+    assert sorted((p, k, s) for p, k, s, _ in executions) == sorted(
+        (founder.project, f"approval:{a['id']}", "completed") for a in inbox)
+    for a in inbox:
+        row = approval(a["id"])
+        assert (row["status"], row["execution_status"]) == ("approved", "completed")
+        assert str(row["execution_job_id"]) == next(
+            j for _, k, _, j in executions if k == f"approval:{a['id']}")
+    # And the providers received one deploy and one email, carrying the approval's key
+    posts = fakes.http.posts("/deploy/site")
+    assert [p.idempotency_key for p in posts] == [f"approval:{by_type['deploy_hook']['id']}"]
+    assert recipients(fakes.smtp) == [CONTACT]
+    assert fakes.smtp.messages[0].message["Message-ID"] == message_id(
+        f"approval:{by_type['email']['id']}", SENDER)
+    effects = pg.fetch("SELECT action_type, status, approval_id FROM action_executions "
+                       "WHERE project_id = %s ORDER BY action_type", (founder.project,))
+    assert [(t, s, str(a)) for t, s, a in effects] == [
+        ("deploy_hook", "succeeded", by_type["deploy_hook"]["id"]),
+        ("email", "succeeded", by_type["email"]["id"])]
+
+    # And a late decision with the old version changes nothing
+    late = founder.post(f"/api/inbox/{by_type['email']['id']}/decision",
+                        {"decision": "approved", "version": by_type["email"]["version"]})
+    assert late.status_code == 409
+    assert len(jobs_of("approval.execute")) == 2
+    assert len(fakes.http.posts()) == 1 and len(fakes.smtp.messages) == 1
+
+
+# --- 4. night shift: beat and the cron route on the same day ------------------------------------
+
+@pytest.mark.parametrize("headers", [
+    pytest.param({}, id="no X-Cron-Secret"),
+    pytest.param({"X-Cron-Secret": ""}, id="empty secret"),
+    pytest.param({"X-Cron-Secret": "not-the-secret"}, id="wrong secret"),
+    pytest.param({"X-Cron-Secret": CRON_SECRET[:-1]}, id="a prefix of the secret"),
+])
+def test_the_cron_route_without_the_right_secret_is_401_and_enqueues_nothing(
+        founder, headers):
+    founder.new_project("nightly", night_shift=True)
+    before = pg.fetch_one("SELECT count(*) FROM agent_jobs")[0]
+
+    r = founder.post("/api/nightshift/run", headers=headers)
+
+    assert r.status_code == 401, r.get_json()
+    assert r.get_json()["error"]["code"] == "unauthorized"
+    assert pg.fetch_one("SELECT count(*) FROM agent_jobs")[0] == before == 0
+
+
+def test_the_cron_route_is_closed_while_no_secret_is_configured(founder, monkeypatch):
+    monkeypatch.setenv("SWITCHYARD_CRON_SECRET", "")
+    get_settings.cache_clear()
+    founder.new_project("nightly", night_shift=True)
+
+    r = founder.post("/api/nightshift/run", headers={"X-Cron-Secret": ""})
+
+    assert r.status_code == 401, r.get_json()
+    assert pg.fetch_one("SELECT count(*) FROM agent_jobs")[0] == 0
+
+
+def test_night_shift_from_beat_and_from_the_route_on_the_same_day_runs_once_per_project(
+        worker, beat, founder):
+    # Given two projects with night shift on and one with it off
+    nightly = sorted([founder.new_project("night owl", night_shift=True),
+                      founder.new_project("insomniac", night_shift=True)])
+    founder.new_project("day only", night_shift=False)
+    date = today()
+
+    # When beat's night-shift message and the cron route fire at the same instant, then both
+    # again
+    def fire(i: int) -> dict[str, int] | None:
+        if i % 2 == 0:
+            return beat.fire("nightshift")
+        r = founder.post("/api/nightshift/run", headers={"X-Cron-Secret": CRON_SECRET})
+        assert r.status_code == 202, r.get_json()
+        return r.get_json()["enqueued"]
+
+    routed = [c for c in in_threads(2, fire) + in_threads(2, fire) if c is not None]
+    created = routed + beat.wait(2)
+
+    # Then exactly one job per night-shift project, keyed by project and date, and none for
+    # the project without night shift
+    assert date == today(), "the test straddled midnight UTC; run it again"
+    assert sum(c["nightshift.cycle_project"] for c in created) == 2, created
+    rows = wait_all_done("nightshift.cycle_project", 2)
+    assert sorted((p, k) for p, k, _, _ in rows) == [
+        (p, f"nightshift:{p}:{date}") for p in nightly]
+    assert all(s == "completed" for _, _, s, _ in rows), rows
+    # And the route's daily drips are keyed by the date as well: one each
+    assert [k for _, k, _, _ in jobs_of("drip.process_digests")] == [f"digests:{date}"]
+    assert [k for _, k, _, _ in jobs_of("drip.process_nudges")] == [f"nudges:{date}"]
+
+
+# --- 6. the email outbox and the daily drips ------------------------------------------------------
+
+def test_the_outbox_drained_by_beat_and_a_manual_run_at_once_sends_each_row_once(
+        worker, beat, founder, fakes):
+    # Given six due emails and a slow SMTP server, so two passes overlap
+    fakes.smtp.delay = 0.2
+    rows = [outbox.enqueue_email(founder.project, f"user{i}@example.test", f"Hello {i}",
+                                 "Welcome aboard.", "test", f"welcome:{i}") for i in range(6)]
+
+    # When beat's email.process_due and a manually enqueued one are enqueued at once
+    def fire(i: int) -> Any:
+        if i == 0:
+            return beat.fire("email-process-due")
+        return enqueue(EnqueueRequest(SYSTEM_PROJECT_ID, "email.process_due",
+                                      {"slot": "manual"}, idempotency_key="drain:manual"))
+
+    _, manual = in_threads(2, fire)
+    assert beat.wait(1) == [{"email.process_due": 1}] and manual.created
+    # and beat (or cron) fires again within the same minute
+    [(_, key, _, _)] = [j for j in jobs_of("email.process_due") if j[1] != "drain:manual"]
+    minute = datetime.strptime(key, "email:%Y-%m-%dT%H:%M").replace(tzinfo=UTC)
+    assert schedules.enqueue_scheduled(["email.process_due"], minute.replace(second=59)) == {
+        "email.process_due": 0}
+
+    # Then both passes complete, and each row was claimed by one of them and sent once
+    done = wait_all_done("email.process_due", 2, timeout=30)
+    assert [s for _, _, s, _ in done] == ["completed", "completed"]
+    results = [r[0] for r in pg.fetch("SELECT result FROM agent_jobs "
+                                      "WHERE job_type = 'email.process_due'")]
+    assert sum(r["claimed"] for r in results) == 6, results
+    assert recipients(fakes.smtp) == sorted(f"user{i}@example.test" for i in range(6))
+    assert {m.message["Message-ID"] for m in fakes.smtp.messages} == {
+        message_id(f"email:{row}", SENDER) for row in rows}
+    assert [s for (s,) in pg.fetch("SELECT status FROM email_jobs")] == ["sent"] * 6
+
+
+def test_digests_and_nudges_queue_one_email_per_project_per_day(worker, beat, founder, fakes):
+    # Given a project with a contact and an approval waiting two days (digest and nudge),
+    # one with a contact and nothing waiting (digest only) and one without a contact (none)
+    quiet = founder.new_project("quiet", settings={"contact_email": "quiet@example.test"})
+    founder.new_project("no contact")
+    waiting = create_approval(founder.project, None, NewApproval(
+        "email", "Say hello", {"to": CONTACT, "subject": "hi", "body": "hello"}))
+    pg.fetch("UPDATE approvals SET created_at = now() - interval '2 days' WHERE id = %s",
+             (waiting,))
+    date = today()
+
+    # When beat's messages, the cron route and a manual run for the same date all fire
+    def fire(i: int) -> Any:
+        if i == 0:
+            return beat.fire("drip-digests"), beat.fire("drip-nudges")
+        if i == 1:
+            r = founder.post("/api/nightshift/run", headers={"X-Cron-Secret": CRON_SECRET})
+            assert r.status_code == 202, r.get_json()
+            return r.get_json()["enqueued"]
+        kind = "digests" if i == 2 else "nudges"
+        return enqueue(EnqueueRequest(SYSTEM_PROJECT_ID, f"drip.process_{kind}",
+                                      {"slot": date}, idempotency_key=f"manual:{kind}"))
+
+    in_threads(4, fire)
+    beat.wait(2)
+    wait_all_done("drip.process_digests", 2)
+    wait_all_done("drip.process_nudges", 2)
+    assert date == today(), "the test straddled midnight UTC; run it again"
+
+    # Then the outbox holds one digest per project with a contact and one nudge
+    queued = sorted((str(p), k, key) for p, k, key in pg.fetch(
+        "SELECT project_id, kind, idempotency_key FROM email_jobs"))
+    assert queued == sorted([
+        (founder.project, "digest", f"digest:{founder.project}:{date}"),
+        (quiet, "digest", f"digest:{quiet}:{date}"),
+        (founder.project, "nudge", f"nudge:{founder.project}:{date}")])
+    # And draining it delivers exactly those three messages
+    beat.fire("email-process-due")
+    wait_until(lambda: pg.fetch_one("SELECT count(*) FILTER (WHERE status = 'sent') = 3 "
+                                    "FROM email_jobs")[0], timeout=20, what="3 emails sent")
+    assert recipients(fakes.smtp) == sorted([CONTACT, CONTACT, "quiet@example.test"])
+    subjects = sorted(m.message["Subject"] for m in fakes.smtp.messages)
+    assert subjects == ["Tidewater: 1 action(s) need your approval",
+                        "Tidewater: your daily digest", "quiet: your daily digest"]
+
+    # And drips run again the same day under any other slot (here through the jobs API,
+    # which any owner may call) queue nothing more: the day, not the slot, is the key
+    for job_type in ("drip.process_digests", "drip.process_nudges"):
+        r = founder.post(f"/api/projects/{founder.project}/jobs",
+                         {"job_type": job_type, "payload": {"slot": "once-more"}})
+        assert r.status_code == 202, r.get_json()
+        assert wait_for(r.get_json()["job_id"])["status"] == "completed"
+    assert pg.fetch_one("SELECT count(*) FROM email_jobs")[0] == 3

@@ -1,4 +1,4 @@
-"""The web process's hot-path reads: a small bounded pool of autocommit connections.
+"""The web process's database connections: one small bounded pool of autocommit connections.
 
 `tasks.pg` gives each thread its own persistent connection, which suits a
 worker's few threads; a gthread web process has up to --threads of them, and an
@@ -7,7 +7,10 @@ token lookup) or every stream (the replay) go through this pool instead: at
 most SIZE connections, borrowed per statement, each statement a server-side
 prepared one with no BEGIN/ROLLBACK around it, so one round trip per read and no
 ORM session (bench/http_latency.py: ~20 % less web CPU per enqueue request than
-the same reads through a SQLAlchemy session).
+the same reads through a SQLAlchemy session). The engine's own statements
+(enqueue, cancel, diagnosis) borrow from the same pool for the length of a
+request (tasks.pg.lend_from), so the process never holds more than SIZE
+connections, however many threads gunicorn runs.
 """
 
 from __future__ import annotations
@@ -20,36 +23,49 @@ import psycopg
 
 from tasks import pg
 
-SIZE = 10
+SIZE = 20
 
 
 class Pool:
+    """At most `size` connections, borrowed per statement (reads) or per request (tasks.pg)."""
+
     def __init__(self, size: int) -> None:
         self._slots = threading.BoundedSemaphore(size)
         self._idle: list[psycopg.Connection] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
 
-    def fetch(self, sql: str, params: pg.Params = None) -> list[tuple[Any, ...]]:
-        with self._slots:
+    def borrow(self) -> psycopg.Connection:
+        self._slots.acquire()
+        try:
             with self._lock:
                 if self._pid != os.getpid():  # forked: the parent's connections are not ours
                     self._idle, self._pid = [], os.getpid()
                 conn = self._idle.pop() if self._idle else None
-            if conn is None or conn.closed:
-                conn = pg.connect()
-            try:
-                cur = conn.execute(sql, params)  # type: ignore[arg-type]
-                result = cur.pgresult
-                return (cur.fetchall()
-                        if result is not None and result.status == pg.TUPLES_OK else [])
-            except psycopg.OperationalError:
-                conn.close()
-                raise
-            finally:
-                if not conn.closed:
-                    with self._lock:
-                        self._idle.append(conn)
+            return conn if conn is not None and not conn.closed else pg.connect()
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def give_back(self, conn: psycopg.Connection) -> None:
+        if not conn.closed:
+            with self._lock:
+                self._idle.append(conn)
+        self._slots.release()
+
+    def fetch(self, sql: str, params: pg.Params = None) -> list[tuple[Any, ...]]:
+        if pg.borrowed() is not None:  # this request holds one already: never wait for a second
+            return pg.fetch(sql, params)
+        conn = self.borrow()
+        try:
+            cur = conn.execute(sql, params)  # type: ignore[arg-type]
+            result = cur.pgresult
+            return cur.fetchall() if result is not None and result.status == pg.TUPLES_OK else []
+        except psycopg.OperationalError:
+            conn.close()
+            raise
+        finally:
+            self.give_back(conn)
 
 
 pool = Pool(SIZE)

@@ -12,7 +12,7 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg.pq import ExecStatus
@@ -28,6 +28,36 @@ Params = dict[str, Any] | Sequence[Any] | None
 TUPLES_OK = ExecStatus.TUPLES_OK
 
 
+class Lender(Protocol):
+    def borrow(self) -> psycopg.Connection: ...
+
+    def give_back(self, conn: psycopg.Connection) -> None: ...
+
+
+# A worker keeps one connection per thread for good. A web process has up to
+# --threads request threads, so it installs a bounded lender instead: a thread
+# borrows on first use and gives the connection back at the end of its request.
+_lender: Lender | None = None
+
+
+def lend_from(lender: Lender | None) -> None:
+    global _lender
+    _lender = lender
+
+
+def release() -> None:
+    """Give back a borrowed connection (the end of a web request); a no-op otherwise."""
+    if getattr(_local, "borrowed", False) and _lender is not None:
+        conn, _local.conn, _local.borrowed = _local.conn, None, False
+        if conn is not None:
+            _lender.give_back(conn)
+
+
+def borrowed() -> psycopg.Connection | None:
+    """This thread's borrowed connection, if it holds one."""
+    return _local.conn if getattr(_local, "borrowed", False) else None
+
+
 def connect(url: str | None = None) -> psycopg.Connection:
     return psycopg.connect(
         url or get_settings().libpq_url, autocommit=True, prepare_threshold=0,
@@ -41,7 +71,12 @@ def connection() -> psycopg.Connection:
         _inherited.append(conn)
         conn = None
     if conn is None or conn.closed:
-        conn = connect()
+        if getattr(_local, "borrowed", False):
+            release()  # a broken borrowed connection goes back (the lender drops it)
+        if _lender is not None:
+            conn, _local.borrowed = _lender.borrow(), True
+        else:
+            conn = connect()
         _local.conn, _local.pid = conn, os.getpid()
     return conn
 
@@ -49,9 +84,11 @@ def connection() -> psycopg.Connection:
 def reset() -> None:
     """Forget this thread's connection (after an error, or in tests after a database restart)."""
     conn: psycopg.Connection | None = getattr(_local, "conn", None)
-    _local.conn = None
     if conn is not None and getattr(_local, "pid", None) == os.getpid():
         conn.close()
+    if getattr(_local, "borrowed", False):
+        release()
+    _local.conn = None
 
 
 def fetch(sql: str, params: Params = None) -> list[tuple[Any, ...]]:

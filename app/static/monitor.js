@@ -122,7 +122,7 @@
     }
     fill(box, h("ul", { class: "rows workers" }, items.map((w) => {
       const state = w.stopped_at ? "stopped" : w.alive ? "alive" : "silent";
-      return h("li", { class: `row worker ${state}`, dataset: { worker: w.worker } },
+      return h("li", { class: `row worker ${state}`, dataset: { worker: w.worker, pid: w.pid } },
         h("div", { class: "grow" },
           h("strong", { class: "mono" }, w.worker), " ", badge(state),
           h("p", { class: "small muted" }, `${w.hostname || "?"} · pid ${w.pid ?? "?"} · queues ${(w.queues || []).join(", ") || "?"}`)),

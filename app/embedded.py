@@ -67,3 +67,25 @@ def embedded_redis(data_dir: Path, port: int | None = None) -> Iterator[str]:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@contextmanager
+def embedded_smtp(mail_dir: Path) -> Iterator[tuple[str, int]]:
+    """A local SMTP server that keeps every message as an .eml file: the demo's mailbox."""
+    from aiosmtpd.controller import Controller
+
+    mail_dir.mkdir(parents=True, exist_ok=True)
+
+    class Mailbox:
+        async def handle_DATA(self, server, session, envelope) -> str:
+            name = f"{time.strftime('%Y%m%dT%H%M%S')}-{time.monotonic_ns()}.eml"
+            (mail_dir / name).write_bytes(envelope.original_content or envelope.content)
+            return "250 Message accepted for delivery"
+
+    port = free_port()
+    controller = Controller(Mailbox(), hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield "127.0.0.1", port
+    finally:
+        controller.stop()

@@ -76,6 +76,7 @@ class EventHub:
         self._gap_since: float | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
+        self._failing = False
 
     @property
     def subscribers(self) -> int:
@@ -108,6 +109,7 @@ class EventHub:
                         row = pg.fetch_one("SELECT COALESCE(max(id), 0) FROM agent_job_events")
                         self._cursor = row[0] if row else 0
                     self._ready.set()
+                    self._failing = False
                     while True:
                         self._poll()
                         # Woken by the next NOTIFY; the timeout re-reads anyway, which
@@ -116,7 +118,10 @@ class EventHub:
                         for _ in listener.notifies(timeout=timeout, stop_after=1):
                             pass
             except Exception:
-                log.warning("event hub lost its connection; reconnecting", exc_info=True)
+                # One traceback per outage, not one per second of it.
+                log.warning("event hub lost its connection; reconnecting",
+                            exc_info=not self._failing)
+                self._failing = True
                 time.sleep(1)
 
     def _poll(self) -> None:

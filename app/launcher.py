@@ -1,8 +1,10 @@
 """`switchyard up`: the whole system in one command, stopped cleanly on Ctrl-C.
 
 Without DATABASE_URL / BROKER_URL it starts a real PostgreSQL and Redis from pip
-packages under SWITCHYARD_DATA_DIR; then it migrates, prints the URL and a
-token, and runs web, worker and beat as child processes.
+packages under SWITCHYARD_DATA_DIR (and, without an SMTP server or Resend key, a
+local SMTP server that files every email under SWITCHYARD_DATA_DIR/mail); then
+it migrates, prints the URL and a token, and runs web, worker and beat as child
+processes.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 import click
 
 from app.cli import beat_command, web_command, worker_command
-from app.embedded import embedded_postgres, embedded_redis
+from app.embedded import embedded_postgres, embedded_redis, embedded_smtp
 from tasks.settings import get_settings
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -32,6 +34,11 @@ def run_all(port: int) -> None:
         if not os.environ.get("BROKER_URL"):
             click.echo("starting embedded Redis …")
             os.environ["BROKER_URL"] = stack.enter_context(embedded_redis(data_dir / "redis"))
+        if not os.environ.get("SWITCHYARD_SMTP_HOST") and not os.environ.get(
+                "SWITCHYARD_RESEND_API_KEY"):
+            host, smtp_port = stack.enter_context(embedded_smtp(data_dir / "mail"))
+            os.environ.update(SWITCHYARD_SMTP_HOST=host, SWITCHYARD_SMTP_PORT=str(smtp_port))
+            click.echo(f"emails are delivered to {data_dir / 'mail'} (no SMTP configured)")
         get_settings.cache_clear()
         _prepare_database()
         token = _local_token()

@@ -12,12 +12,16 @@ from typing import Any
 from pydantic import BaseModel
 
 from app.openapi_components import REF, RESPONSE_SCHEMAS, UUID, obj, ref, typed
-from app.schemas import NO_NUL, JobCreate, JobListQuery, ProjectCreate
+from app.routes.owner_jobs import RetryFilter
+from app.routes.startup import ChatBody, DecisionBody, LaunchBody
+from app.schemas import NO_NUL, JobCreate, JobListQuery, ProjectCreate, ProjectUpdate
+from models.startup import APPROVAL_STATUSES
 from tasks import registry
 from tasks.status import JobStatus
 
 JSON = "application/json"
 SECURED = [{"bearer": []}]
+CRON: list[dict[str, list[str]]] = [{"cron": []}]
 PUBLIC: list[dict[str, list[str]]] = []
 
 DESCRIPTION = """Durable jobs for AI agents. Every `/api/*` call needs `Authorization: Bearer
@@ -28,7 +32,10 @@ Live events also come as JSON text frames over the WebSocket `/ws/projects/{pid}
 id>` (same auth, same event objects as the Server-Sent Events streams)."""
 
 
-BODIES: dict[str, type[BaseModel]] = {"ProjectCreate": ProjectCreate, "JobCreate": JobCreate}
+BODIES: dict[str, type[BaseModel]] = {"ProjectCreate": ProjectCreate,
+                                      "ProjectUpdate": ProjectUpdate, "JobCreate": JobCreate,
+                                      "RetryFilter": RetryFilter, "LaunchBody": LaunchBody,
+                                      "ChatBody": ChatBody, "DecisionBody": DecisionBody}
 
 
 def _json(description: str, schema: str) -> dict[str, Any]:
@@ -61,10 +68,12 @@ ERRORS: dict[int, dict[str, Any]] = {
 
 def _op(op_id: str, summary: str, ok: dict[int, dict[str, Any]], errors: tuple[int, ...],
         *, secured: bool = True, params: list[dict[str, Any]] | None = None,
-        body: str | None = None) -> dict[str, Any]:
+        body: str | None = None, security: list[dict[str, list[str]]] | None = None
+        ) -> dict[str, Any]:
     codes = ((401, 429) if secured else ()) + errors + (500,)
     out: dict[str, Any] = {
-        "operationId": op_id, "summary": summary, "security": SECURED if secured else PUBLIC,
+        "operationId": op_id, "summary": summary,
+        "security": security if security is not None else SECURED if secured else PUBLIC,
         "responses": {str(c): r for c, r in sorted({**ok, **{c: ERRORS[c] for c in codes}}
                                                    .items())},
     }
@@ -83,6 +92,7 @@ def _path_param(name: str, what: str) -> dict[str, Any]:
 
 
 PID, JID = _path_param("pid", "project"), _path_param("jid", "job")
+AID = _path_param("aid", "approval")
 SSE_PARAMS = [
     {"name": "cursor", "in": "query", "required": False, "schema": typed("integer", minimum=0),
      "description": "Replay every event after this event id (default 0: all)."},
@@ -113,6 +123,11 @@ def _job_filters(*extra: dict[str, Any]) -> list[dict[str, Any]]:
 
 BEFORE = {"name": "before", "in": "query", "required": False, "schema": typed("string"),
           "description": "The opaque `next` cursor of the previous page."}
+PROJECT_FILTER = {"name": "project_id", "in": "query", "required": False,
+                  "schema": typed("string"),
+                  "description": "Only this project's jobs (another owner's project: 404)."}
+
+
 def paths() -> dict[str, Any]:
     json_body = (400, 413, 422)
     return {
@@ -132,9 +147,13 @@ def paths() -> dict[str, Any]:
             "post": _op("create_project", "Create a project.",
                         {201: _json("Created.", "Project")}, json_body, body="ProjectCreate"),
         },
-        "/api/projects/{pid}": {"get": _op("get_project", "One project.",
-                                           {200: _json("The project.", "Project")}, (404,),
-                                           params=[PID])},
+        "/api/projects/{pid}": {
+            "get": _op("get_project", "One project.", {200: _json("The project.", "Project")},
+                       (404,), params=[PID]),
+            "patch": _op("update_project", "Change a project; `settings` keys sent are merged.",
+                         {200: _json("The project after the change.", "Project")},
+                         (*json_body, 404), params=[PID], body="ProjectUpdate"),
+        },
         "/api/projects/{pid}/jobs": {
             "get": _op("list_jobs", "A project's jobs, newest first, a page at a time.",
                        {200: _json("A page.", "JobPage")}, (400, 404, 422),
@@ -147,6 +166,13 @@ def paths() -> dict[str, Any]:
         "/api/projects/{pid}/events": {"get": _op(
             "project_events", "A project's events, replayed from a cursor, then live.",
             SSE_OK, (400, 404), params=[PID, *SSE_PARAMS])},
+        "/api/jobs": {"get": _op(
+            "list_owner_jobs", "Jobs across all the caller's projects, newest first.",
+            {200: _json("The jobs.", "JobList")}, (404, 422), params=_job_filters(PROJECT_FILTER))},
+        "/api/jobs/retry": {"post": _op(
+            "retry_matching", "Retry every failed job that matches a filter (a batch a call).",
+            {202: _json("The jobs queued again; `more`: call again.", "RetryBatch")},
+            (*json_body, 404), body="RetryFilter")},
         "/api/jobs/{jid}": {"get": _op("get_job", "One job with its steps.",
                                        {200: _json("The job.", "Job")}, (404,), params=[JID])},
         "/api/jobs/{jid}/cancel": {"post": _op(
@@ -161,6 +187,7 @@ def paths() -> dict[str, Any]:
         "/api/jobs/{jid}/diagnosis": {"get": _op(
             "diagnose_job", "Why is this job where it is, in one sentence, with the facts.",
             {200: _json("The diagnosis.", "Diagnosis")}, (404,), params=[JID])},
+        **_startup_paths(json_body),
         "/api/monitor/queues": {"get": _op(
             "monitor_queues", "Per queue and job type: backlog, failures, throughput.",
             {200: _json("Queue statistics for the caller's jobs.", "QueueStats")}, ())},
@@ -170,8 +197,57 @@ def paths() -> dict[str, Any]:
     }
 
 
+def _startup_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
+    inbox_filters = [PROJECT_FILTER, {"name": "status", "in": "query", "required": False,
+                                      "schema": {"enum": [*APPROVAL_STATUSES, "all"],
+                                                 "default": "pending"}}]
+    category = {"name": "category", "in": "query", "required": False,
+                "schema": typed("string", pattern=NO_NUL)}
+    return {
+        "/api/projects/{pid}/launch": {"post": _op(
+            "launch", "Generate the project's next packet (phase0.generate_packet).",
+            {202: _json("Enqueued.", "JobStarted")}, (*json_body, 404), params=[PID],
+            body="LaunchBody")},
+        "/api/projects/{pid}/chat": {
+            "get": _op("list_chat", "The project's chat, oldest first (500 at most).",
+                       {200: _json("The messages.", "ChatList")}, (404,), params=[PID]),
+            "post": _op("post_chat", "Say something; a chat.reply job answers.",
+                        {202: _json("Stored; the reply job is queued.", "ChatPosted")},
+                        (*json_body, 404), params=[PID], body="ChatBody"),
+        },
+        "/api/inbox": {"get": _op(
+            "inbox", "Approvals waiting for (or given) a decision, newest first.",
+            {200: _json("The approvals.", "ApprovalList")}, (404, 422), params=inbox_filters)},
+        "/api/inbox/{aid}/decision": {"post": _op(
+            "decide", "Approve or reject; `version` must be the one you saw.",
+            {200: _json("The approval after the decision.", "Approval")},
+            (*json_body, 404, 409), params=[AID], body="DecisionBody")},
+        "/api/nightshift/run": {"post": _op(
+            "nightshift_run", "The daily cron hook: enqueue what is due.",
+            {202: _json("How many jobs each type enqueued.", "Enqueued"),
+             401: ERRORS[401]}, (), secured=False, security=CRON)},
+        "/api/projects/{pid}/memory": {"get": _op(
+            "memory", "What the agents remember about the project (500 at most).",
+            {200: _json("The memories.", "MemoryList")}, (404,), params=[PID, category])},
+    }
+
+
+def _key_patterns(node: Any) -> Any:
+    """pydantic writes dict[Text, V] as patternProperties, which lets any other key through."""
+    if isinstance(node, list):
+        return [_key_patterns(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _key_patterns(v) for k, v in node.items()}
+    patterns = out.get("patternProperties")
+    if isinstance(patterns, dict) and len(patterns) == 1 and "additionalProperties" not in out:
+        ((pattern, values),) = out.pop("patternProperties").items()
+        out["propertyNames"], out["additionalProperties"] = {"pattern": pattern}, values
+    return out
+
+
 def _model_schema(model: type[BaseModel], components: dict[str, Any]) -> dict[str, Any]:
-    schema = model.model_json_schema(ref_template=REF)
+    schema = _key_patterns(model.model_json_schema(ref_template=REF))
     components.update(schema.pop("$defs", {}))
     return schema
 
@@ -205,7 +281,7 @@ def _job_create(components: dict[str, Any]) -> dict[str, Any]:
     """One variant per registered job type: its name as a constant, its payload model."""
     base = _model_schema(JobCreate, components)
     mapping = {}
-    for name in registry.names():
+    for name in registry.public_names():
         payload_name, variant_name = f"Payload.{name}", f"JobCreate.{name}"
         components[payload_name] = _storable(
             _model_schema(registry.get(name).payload_model, components))
@@ -225,9 +301,10 @@ def _job_create(components: dict[str, Any]) -> dict[str, Any]:
 def _with_csrf_refusals(all_paths: dict[str, Any]) -> dict[str, Any]:
     """The web UI's cookie session must send its CSRF header on any request that changes things."""
     for item in all_paths.values():
-        op = item.get("post")
-        if op is not None and op["security"]:
-            op["responses"] = dict(sorted({**op["responses"], "403": ERRORS[403]}.items()))
+        for method in ("post", "patch"):
+            op = item.get(method)
+            if op is not None and op["security"] == SECURED:
+                op["responses"] = dict(sorted({**op["responses"], "403": ERRORS[403]}.items()))
     return all_paths
 
 
@@ -243,8 +320,12 @@ def build_document() -> dict[str, Any]:
         "paths": _with_csrf_refusals(paths()),
         "components": {
             "schemas": components,
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
-                                           "description": "An API token (`sy_...`)."}},
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer",
+                           "description": "An API token (`sy_...`)."},
+                "cron": {"type": "apiKey", "in": "header", "name": "X-Cron-Secret",
+                         "description": "The deployment's SWITCHYARD cron secret."},
+            },
         },
         "security": SECURED,
     }

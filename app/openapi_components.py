@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from models.startup import APPROVAL_STATUSES, EXECUTION_STATUSES
 from tasks.status import JobStatus
 
 REF = "#/components/schemas/{model}"
@@ -30,6 +31,7 @@ def ref(name: str) -> dict[str, str]:
 STAMP = typed("string", format="date-time")
 MAYBE_STAMP = typed(["string", "null"], format="date-time")
 UUID = typed("string", format="uuid")
+MAYBE_UUID = typed(["string", "null"], format="uuid")
 COUNT = typed("integer", minimum=0)
 
 STEP = obj({
@@ -53,7 +55,7 @@ RESPONSE_SCHEMAS: dict[str, Any] = {
         "message": typed("string", minLength=1), "details": typed("object")})}),
     "Project": obj({"id": UUID, "name": typed("string"), "goal": typed(["string", "null"]),
                     "night_shift": typed("boolean"), "phase": typed("string"),
-                    "created_at": STAMP}),
+                    "settings": typed("object"), "created_at": STAMP}),
     "ProjectList": obj({"items": typed("array", items=ref("Project"))}),
     "JobAccepted": obj({"job_id": UUID, "status": {"enum": [s.value for s in JobStatus]},
                         "created": typed("boolean"), "status_url": typed("string"),
@@ -80,6 +82,27 @@ RESPONSE_SCHEMAS: dict[str, Any] = {
         "queues": {}, "started_at": STAMP, "last_heartbeat_at": STAMP,
         "seconds_since_heartbeat": typed("number"), "alive": typed("boolean"),
         "stopped_at": MAYBE_STAMP, "running": COUNT}))}),
+    "JobList": obj({"items": typed("array", items=ref("JobSummary"))}),
+    "RetryBatch": obj({"retried": typed("array", items=UUID), "count": COUNT,
+                       "more": typed("boolean")}),
+    "JobStarted": obj({"job_id": UUID, "status_url": typed("string")}),
+    "ChatPosted": obj({"message_id": UUID, "job_id": UUID}),
+    "ChatList": obj({"items": typed("array", items=obj({
+        "id": UUID, "role": typed("string"), "content": typed("string"), "created_at": STAMP,
+        "job_id": MAYBE_UUID}))}),
+    "Approval": obj({
+        "id": UUID, "project_id": UUID, "action_type": typed("string"),
+        "title": typed("string"), "action_args": typed("object"), "args_hash": typed("string"),
+        "status": {"enum": list(APPROVAL_STATUSES)}, "version": typed("integer", minimum=1),
+        "expires_at": MAYBE_STAMP, "decided_at": MAYBE_STAMP,
+        "execution_status": {"enum": list(EXECUTION_STATUSES)}, "execution_job_id": MAYBE_UUID,
+        "source_job_id": MAYBE_UUID, "created_at": STAMP}),
+    "ApprovalList": obj({"items": typed("array", items=ref("Approval"))}),
+    "Enqueued": obj({"enqueued": typed("object", additionalProperties=COUNT)}),
+    "MemoryList": obj({"items": typed("array", items=obj({
+        "id": UUID, "category": typed("string"), "key": typed("string"),
+        "content": typed("string"), "source_job_id": MAYBE_UUID,
+        "source_step": typed(["string", "null"]), "updated_at": STAMP}))}),
     "Event": obj({"id": typed("integer", minimum=1),
                   "job_id": typed(["string", "null"], format="uuid"), "project_id": UUID,
                   "type": typed("string"), "message": typed("string"),

@@ -90,7 +90,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
 
 def project_json(p: Project) -> dict[str, Any]:
     return {"id": str(p.id), "name": p.name, "goal": p.goal, "night_shift": p.night_shift,
-            "phase": p.phase, "created_at": iso(p.created_at)}
+            "phase": p.phase, "settings": p.settings, "created_at": iso(p.created_at)}
 
 
 def job_json(j: AgentJob, steps: list[JobStep] | None = None) -> dict[str, Any]:

@@ -65,7 +65,7 @@ def check_payload_types(job_type: str, payload: dict[str, Any]) -> None:
     wrong-typed field is an error instead, as the contract and the OpenAPI document say.
     """
     try:
-        registry.get(job_type).payload_model.model_validate_json(
+        registry.get_public(job_type).payload_model.model_validate_json(
             json.dumps(_integral_floats(payload)), strict=True)
     except ValidationError as exc:
         fields = {".".join(str(p) for p in e["loc"]) or "payload": e["msg"] for e in exc.errors()}
@@ -88,10 +88,30 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+class ProjectSettings(Strict):
+    """What a project's agents may use and do (see tasks/effects/policy.py, tasks/llm/flow.py)."""
+
+    contact_email: Text | None = Field(default=None, max_length=320)
+    deploy_hook_url: Text | None = Field(default=None, max_length=2000)
+    github_repo: Text | None = Field(default=None, max_length=200)
+    permissions: dict[Text, bool] | None = None
+    caps: dict[Text, int] | None = None
+    llm_daily_token_budget: int | None = Field(default=None, ge=0)
+    llm_daily_usd_budget: float | None = Field(default=None, ge=0)
+
+
 class ProjectCreate(Strict):
     name: Text = Field(min_length=1, max_length=200)
     goal: Text | None = Field(default=None, max_length=10_000)
     night_shift: bool = False
+    settings: ProjectSettings | None = None
+
+
+class ProjectUpdate(Strict):
+    name: Text | None = Field(default=None, min_length=1, max_length=200)
+    goal: Text | None = Field(default=None, max_length=10_000)
+    night_shift: bool | None = None
+    settings: ProjectSettings | None = None
 
 
 class JobCreate(Strict):

@@ -6,7 +6,7 @@ import logging
 
 from flask import Flask
 
-from app import db
+from app import db, pgpool
 from app.auth import require_token
 from app.errors import register_error_handlers
 from app.routes import (
@@ -20,6 +20,7 @@ from app.routes import (
     streams,
     ui,
 )
+from tasks import pg
 from tasks.settings import get_settings
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -36,6 +37,9 @@ def create_app() -> Flask:
     register_error_handlers(app)
     app.before_request(require_token)
     app.teardown_appcontext(db.close_session)
+    # The engine's statements borrow a pooled connection per request (app/pgpool.py).
+    pg.lend_from(pgpool.pool)
+    app.teardown_request(lambda _exc: pg.release())
     for bp in (health.bp, projects.bp, jobs.bp, streams.bp, monitor.bp, openapi.bp,
                owner_jobs.bp, startup.bp, ui.bp):
         app.register_blueprint(bp)

@@ -24,6 +24,9 @@ class JobType:
     max_attempts: int = 3
     timeout_seconds: int | None = None
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    # False for types only the engine enqueues (approval executions, system-wide sweeps):
+    # the HTTP API refuses them, so no owner can run an effect or a sweep directly.
+    public: bool = True
 
     def __post_init__(self) -> None:
         if self.queue not in QUEUES:
@@ -67,6 +70,18 @@ def get(name: str) -> JobType:
 def names() -> list[str]:
     _load_builtins()
     return sorted(_registry)
+
+
+def public_names() -> list[str]:
+    return [n for n in names() if _registry[n].public]
+
+
+def get_public(name: str) -> JobType:
+    """A job type a client may enqueue; an internal one is refused like an unknown one."""
+    job_type = get(name)
+    if not job_type.public:
+        raise UnknownJobType(f"job_type {name!r} is internal: Switchyard enqueues it itself")
+    return job_type
 
 
 def _load_builtins() -> None:

@@ -9,7 +9,7 @@ from app.auth import current_owner
 from app.errors import not_found
 from app.queries import list_projects, project_for_owner, project_json
 from app.routes.body import parse_body
-from app.schemas import ProjectCreate
+from app.schemas import ProjectCreate, ProjectUpdate
 from models import Project
 
 bp = Blueprint("projects", __name__)
@@ -20,7 +20,8 @@ def create_project():
     body = parse_body(ProjectCreate)
     session = db.session()
     project = Project(owner_id=current_owner(), name=body.name, goal=body.goal,
-                      night_shift=body.night_shift)
+                      night_shift=body.night_shift,
+                      settings=body.settings.model_dump(exclude_none=True) if body.settings else {})
     session.add(project)
     session.commit()
     return jsonify(project_json(project)), 201
@@ -37,4 +38,20 @@ def get_project(pid: str):
     project = project_for_owner(db.session(), current_owner(), pid)
     if project is None:
         raise not_found("project")
+    return jsonify(project_json(project))
+
+
+@bp.patch("/api/projects/<pid>")
+def update_project(pid: str):
+    session = db.session()
+    project = project_for_owner(session, current_owner(), pid)
+    if project is None:
+        raise not_found("project")
+    body = parse_body(ProjectUpdate)
+    for field in ("name", "goal", "night_shift"):
+        if field in body.model_fields_set and getattr(body, field) is not None:
+            setattr(project, field, getattr(body, field))
+    if body.settings is not None:  # merged: only the keys sent change
+        project.settings = {**project.settings, **body.settings.model_dump(exclude_none=True)}
+    session.commit()
     return jsonify(project_json(project))

@@ -59,4 +59,4 @@ def _perform(ctx, approval_id: uuid.UUID, action: dict[str, Any]) -> dict[str, A
 
 
 JOB_TYPE = register(JobType("approval.execute", ExecutePayload, handle, queue="io",
-                            max_attempts=5))
+                            max_attempts=5, public=False))

@@ -74,4 +74,5 @@ def handle(ctx, p: ChatPayload) -> dict[str, Any]:
 
 
 JOB_TYPE = register(JobType("chat.reply", ChatPayload, handle, queue="agents", max_attempts=5,
-                            retry_policy=RetryPolicy(base_seconds=1.0, max_seconds=60.0)))
+                            retry_policy=RetryPolicy(base_seconds=1.0, max_seconds=60.0),
+                            public=False))

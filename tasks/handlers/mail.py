@@ -79,6 +79,9 @@ def nudges(ctx, p: SlotPayload) -> dict[str, int]:
     return {"queued": ctx.step("queue-nudges", _queue_nudges)}
 
 
-EMAIL = register(JobType("email.process_due", SlotPayload, process_due, queue="io"))
-DIGESTS = register(JobType("drip.process_digests", SlotPayload, digests, queue="io"))
-NUDGES = register(JobType("drip.process_nudges", SlotPayload, nudges, queue="io"))
+EMAIL = register(JobType("email.process_due", SlotPayload, process_due, queue="io",
+                          public=False))
+DIGESTS = register(JobType("drip.process_digests", SlotPayload, digests, queue="io",
+                            public=False))
+NUDGES = register(JobType("drip.process_nudges", SlotPayload, nudges, queue="io",
+                           public=False))

@@ -389,11 +389,12 @@ def test_digests_and_nudges_queue_one_email_per_project_per_day(worker, beat, fo
     assert subjects == ["Tidewater: 1 action(s) need your approval",
                         "Tidewater: your daily digest", "quiet: your daily digest"]
 
-    # And drips run again the same day under any other slot (here through the jobs API,
-    # which any owner may call) queue nothing more: the day, not the slot, is the key
+    # And drips run again the same day under any other slot queue nothing more: the day,
+    # not the slot, is the key (owners cannot enqueue drips at all: they are internal)
     for job_type in ("drip.process_digests", "drip.process_nudges"):
         r = founder.post(f"/api/projects/{founder.project}/jobs",
                          {"job_type": job_type, "payload": {"slot": "once-more"}})
-        assert r.status_code == 202, r.get_json()
-        assert wait_for(r.get_json()["job_id"])["status"] == "completed"
+        assert r.status_code == 422, r.get_json()
+        again = enqueue(EnqueueRequest(SYSTEM_PROJECT_ID, job_type, {"slot": "once-more"}))
+        assert wait_for(again.job_id)["status"] == "completed"
     assert pg.fetch_one("SELECT count(*) FROM email_jobs")[0] == 3

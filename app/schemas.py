@@ -95,8 +95,8 @@ class ProjectSettings(Strict):
     deploy_hook_url: Text | None = Field(default=None, max_length=2000)
     github_repo: Text | None = Field(default=None, max_length=200)
     permissions: dict[Text, bool] | None = None
-    caps: dict[Text, int] | None = None
-    llm_daily_token_budget: int | None = Field(default=None, ge=0)
+    caps: dict[Text, Annotated[int, Field(ge=0), Integral]] | None = None
+    llm_daily_token_budget: Annotated[int, Field(ge=0), Integral] | None = None
     llm_daily_usd_budget: float | None = Field(default=None, ge=0)
 
 

@@ -7,6 +7,7 @@ settled in pytest_configure, before any Switchyard module reads its settings.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -97,10 +98,34 @@ def worker() -> Iterator[object]:
     from tasks.celery_app import app
     from tasks.queues import QUEUES
 
+    global in_process_worker
     app.conf.worker_prefetch_multiplier = 1
     with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False,
                       loglevel="WARNING", shutdown_timeout=10, queues=list(QUEUES)) as w:
+        in_process_worker = w
         yield w
+    in_process_worker = None
+
+
+in_process_worker = None  # the session `worker`, once a test has started it
+
+
+@contextlib.contextmanager
+def in_process_worker_paused() -> Iterator[None]:
+    """Stop the session worker consuming (for tests whose own processes must get every job)."""
+    from tasks.queues import QUEUES
+
+    w = in_process_worker
+    if w is None:
+        yield
+        return
+    for queue in QUEUES:
+        w.consumer.cancel_task_queue(queue)
+    try:
+        yield
+    finally:
+        for queue in QUEUES:
+            w.consumer.add_task_queue(queue)
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 15.0,

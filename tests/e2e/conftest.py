@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import in_process_worker_paused
 from tests.e2e.procs import Procs
 
 
@@ -25,7 +27,12 @@ def procs(db: None, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[
     """Start workers and beats; every one of them is killed at teardown, pass or fail."""
     manager = Procs(tmp_path)
     request.node._e2e_procs = manager
+    # Jobs published by this test are for its own processes, unless it asked for the
+    # in-process worker: an earlier test's one must not take them.
+    paused = (contextlib.nullcontext() if "worker" in request.fixturenames
+              else in_process_worker_paused())
     try:
-        yield manager
+        with paused:
+            yield manager
     finally:
         manager.close()

@@ -10,16 +10,31 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from tasks import pg
+from tests.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait(predicate: Callable[[], object], timeout: float, what: str) -> Any:
+    return wait_until(predicate, timeout=timeout, what=what)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 CELERY = [sys.executable, "-m", "celery", "-A", "tasks.celery_app"]
 QUEUES = "default,agents,io,browser,sweeps"
 POOL_BANNER = {"threads": "thread"}  # how the worker's banner names a pool
@@ -71,18 +86,38 @@ class Procs:
         self.all: list[Proc] = []
 
     def _start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Proc:
+        return self._spawn(name, [*CELERY, *args], env)
+
+    def _spawn(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> Proc:
         log = self.tmp / f"{name}.log"
         environ = os.environ.copy()
         environ["PYTHONUNBUFFERED"] = "1"
         environ.update(env or {})
         with log.open("wb") as out:
             popen = subprocess.Popen(
-                [*CELERY, *args], cwd=ROOT, env=environ, stdin=subprocess.DEVNULL,
+                cmd, cwd=ROOT, env=environ, stdin=subprocess.DEVNULL,
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )
         proc = Proc(name, popen, log)
         self.all.append(proc)
         return proc
+
+    def web(self, threads: int = 32, env: dict[str, str] | None = None) -> tuple[Proc, str]:
+        """gunicorn's gthread worker, as in production; (process, base URL) once it answers."""
+        port = free_port()
+        proc = self._spawn("web", [sys.executable, "-m", "gunicorn", "-k", "gthread", "-w", "1",
+                                   "--threads", str(threads), "-b", f"127.0.0.1:{port}",
+                                   "app.web:create_app()"], env)
+        base = f"http://127.0.0.1:{port}"
+
+        def up() -> bool:
+            assert proc.alive(), proc.tail()
+            with contextlib.suppress(httpx.TransportError):
+                return httpx.get(base + "/healthz", timeout=1).status_code == 200
+            return False
+
+        self.wait(up, 30, "the web process to answer /healthz")
+        return proc, base
 
     def worker(self, name: str, pool: str = "solo", concurrency: int = 1,
                env: dict[str, str] | None = None, ready: bool = True) -> Proc:
@@ -101,16 +136,9 @@ class Procs:
     def beat(self, name: str) -> Proc:
         return self._start(name, ["beat", "-s", str(self.tmp / f"{name}-schedule"), "-l", "INFO"])
 
-    def wait(self, predicate: Callable[[], object], timeout: float, what: str) -> object:
+    def wait(self, predicate: Callable[[], object], timeout: float, what: str) -> Any:
         """Poll until truthy (the failure report carries every process's log tail)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-            time.sleep(0.1)
+        return wait(predicate, timeout, what)
 
     def report(self, lines: int = 60) -> str:
         parts = []

@@ -11,13 +11,8 @@ local fake providers (deploy hook, Anthropic Messages API) that count what they 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import socket
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -37,7 +32,7 @@ from tasks.approvals import NewApproval, create_approval
 from tasks.effects import ledger
 from tasks.enqueue import EnqueueRequest, enqueue
 from tests.e2e import procs as p
-from tests.e2e.procs import ROOT, Proc, Procs
+from tests.e2e.procs import Proc, Procs, wait
 from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401
 from tests.support.fake_providers import FakeProviders, fake_providers  # noqa: F401
 
@@ -52,17 +47,6 @@ def llm_env(fake: FakeAnthropic) -> dict[str, str]:
     return {"SWITCHYARD_LLM_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": fake.url,
             "ANTHROPIC_API_KEY": "sk-test-e2e", "SWITCHYARD_LLM_MODEL": MODEL,
             "SWITCHYARD_PREFETCH_MULTIPLIER": "1"}
-
-
-def wait(predicate: Callable[[], object], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def new_project(owner: str, name: str) -> str:
@@ -160,36 +144,10 @@ class Web:
         return httpx.get(self.base + path, headers=self.headers(), timeout=10)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def web(procs: Procs) -> Iterator[Web]:
     """A gunicorn web process as in production (killed at teardown by `procs`)."""
-    port = _free_port()
-    log = procs.tmp / "web.log"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1",
-           "SWITCHYARD_SSE_KEEPALIVE_SECONDS": str(KEEPALIVE)}
-    with log.open("wb") as out:
-        popen = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-k", "gthread", "-w", "1", "--threads", "20",
-             "-b", f"127.0.0.1:{port}", "app.web:create_app()"],
-            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True)
-    proc = Proc("web", popen, log)
-    procs.all.append(proc)
-    base = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        assert proc.alive(), proc.tail()
-        with contextlib.suppress(httpx.TransportError):
-            return httpx.get(base + "/healthz", timeout=1).status_code == 200
-        return False
-
-    wait(up, 30, "the web process to answer /healthz")
+    _, base = procs.web(threads=20, env={"SWITCHYARD_SSE_KEEPALIVE_SECONDS": str(KEEPALIVE)})
     with session_scope(session_factory()) as s:
         owner_id, token = create_token(s, f"founder-{uuid.uuid4().hex[:8]}")
     yield Web(base, token, str(owner_id), new_project(str(owner_id), "Tidewater"))

@@ -8,15 +8,10 @@ test-artifacts/ui/ for a person to look at.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +24,7 @@ from app.tokens import create_token
 from models.db import session_scope
 from tasks import pg
 from tests.e2e.procs import ROOT, Proc, Procs, status, status_events
+from tests.e2e.procs import wait as wait_for
 
 try:
     from playwright.sync_api import Page, expect, sync_playwright
@@ -68,37 +64,12 @@ class Site:
                         {"job_type": "system.canary", "payload": payload, **fields})["job_id"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def site(procs: Procs) -> Site:
     """gunicorn (gthread, as in production), a worker (2 threads) and a beat."""
-    port = _free_port()
-    log = procs.tmp / "web.log"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "SWITCHYARD_SSE_KEEPALIVE_SECONDS": "2"}
-    with log.open("wb") as out:
-        popen = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-k", "gthread", "-w", "1", "--threads", "32",
-             "-b", f"127.0.0.1:{port}", "app.web:create_app()"],
-            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True)
-    web = Proc("web", popen, log)
-    procs.all.append(web)
-    base = f"http://127.0.0.1:{port}"
+    web, base = procs.web(threads=32, env={"SWITCHYARD_SSE_KEEPALIVE_SECONDS": "2"})
     worker = procs.worker("w1", pool="threads", concurrency=2)
     procs.beat("beat")
-
-    def up() -> bool:
-        assert web.alive(), web.tail()
-        with contextlib.suppress(httpx.TransportError):
-            return httpx.get(base + "/healthz", timeout=1).status_code == 200
-        return False
-
-    procs.wait(up, 30, "the web process to answer /healthz")
     with session_scope(session_factory()) as s:
         owner_id, token = create_token(s, "ada")
     return Site(base, token, owner_id, web, worker)
@@ -167,17 +138,6 @@ def mark_document(page: Page) -> None:
 
 def assert_same_document(page: Page) -> None:
     assert page.evaluate("window.__sameDocument === true"), "the page reloaded"
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def requeued(job_id: str) -> bool:

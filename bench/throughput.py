@@ -209,11 +209,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--paced-seconds", type=float, default=10.0)
+    parser.add_argument("--raw-workers", type=int, default=WORKERS)
+    parser.add_argument("--durable-workers", type=int, default=WORKERS)
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         setup_services(stack)
         logdir = Path(tempfile.mkdtemp(prefix="switchyard-bench-logs-"))
-        start_workers(stack, logdir)
+        start_workers(stack, logdir, args.raw_workers, args.durable_workers)
         raw, durable = Raw(), Durable()
         burst(raw, 200), burst(durable, 200)  # warm up connections and prepared statements
         rates: dict[str, list[float]] = {raw.name: [], durable.name: []}
@@ -230,8 +232,9 @@ def main() -> None:
 def report(raw, durable, rates, enq, args) -> None:
     raw_rate = statistics.median(rates[raw.name])
     dur_rate = statistics.median(rates[durable.name])
-    print(f"\n{args.jobs} jobs per side, {args.rounds} alternating rounds, medians; "
-          f"workers: {WORKERS} x celery -P solo --prefetch-multiplier 64 per side")
+    print(f"\n{args.jobs} jobs per side, {args.rounds} alternating rounds, medians; workers: "
+          f"raw {args.raw_workers}, durable {args.durable_workers} x celery -P solo "
+          "--prefetch-multiplier 64")
     print(f"raw celery no-op:      {raw_rate:7.0f} jobs/s")
     print(f"durable canary:        {dur_rate:7.0f} jobs/s  {dur_rate * STEPS:7.0f} steps/s "
           f"(every step and event committed)")

@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from app import pgpool
+from app.errors import ApiError
 from tasks import pg
 
 log = logging.getLogger(__name__)
@@ -86,8 +87,12 @@ class EventHub:
         """Register; returns the hub's cursor: events after it will arrive on `sub.events`."""
         self._ensure_running()
         with self._lock:
+            if self._cursor is None:
+                # Without the hub's cursor the replay/live hand-off could skip events.
+                raise ApiError(503, "unavailable", "the event stream is not ready yet; retry",
+                               headers={"Retry-After": "1"})
             self._subs.add(sub)
-            return self._cursor or 0
+            return self._cursor
 
     def unsubscribe(self, sub: Subscription) -> None:
         with self._lock:

@@ -52,6 +52,11 @@ def to_json(value: Any, what: str) -> str:
         raise PermanentError(f"{what} is not JSON-serialisable: {exc}") from None
     if _NUL_ESCAPE.search(encoded):
         raise PermanentError(f"{what} contains a NUL character, which PostgreSQL cannot store")
+    try:  # a lone surrogate (half an emoji) is valid Python, but not UTF-8 or jsonb
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise PermanentError(f"{what} contains text that is not valid Unicode (a lone "
+                             "surrogate), which PostgreSQL cannot store") from None
     return encoded
 
 
@@ -62,7 +67,7 @@ class JobContext:
         self.job_type = job.job_type
         self.attempt = job.attempt
         self.max_attempts = job.max_attempts
-        self.owner = store.Owner(job.id, worker, job.attempt)
+        self.owner = store.Owner(job.id, worker, job.attempt, job.locked_at)
         self._recorded = job.steps
         self._seq = 0
         self._counters: dict[str, int] = {}

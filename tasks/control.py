@@ -22,7 +22,7 @@ WITH RECURSIVE tree AS (
     UNION
     SELECT c.id FROM agent_jobs c JOIN tree t ON c.parent_job_id = t.id
 ), old AS (
-    SELECT id, status FROM agent_jobs WHERE id IN (SELECT id FROM tree) FOR UPDATE
+    SELECT id, status FROM agent_jobs WHERE id IN (SELECT id FROM tree) ORDER BY id FOR UPDATE
 ), canceled AS (
     UPDATE agent_jobs j SET status = 'canceled', cancel_requested = true, completed_at = now(),
         updated_at = now(), wake_at = NULL

@@ -59,10 +59,26 @@ def grace_expired() -> bool:
     return at is not None and time.monotonic() - at >= get_settings().shutdown_grace_seconds
 
 
+# Only the jobs a thread of this process is running right now: a job whose run was
+# abandoned (its final write failed, say) must go stale so the sweep can reclaim it.
+_running: set[str] = set()
+
+
+def running(job_id: str) -> None:
+    with _lock:
+        _running.add(str(job_id))
+
+
+def done_running(job_id: str) -> None:
+    with _lock:
+        _running.discard(str(job_id))
+
+
 HEARTBEAT = """
 WITH beat AS (
     UPDATE agent_jobs SET heartbeat_at = now()
-    WHERE status = 'running' AND locked_by = %(worker)s RETURNING 1
+    WHERE id = ANY(%(ids)s::uuid[]) AND status = 'running' AND locked_by = %(worker)s
+    RETURNING 1
 )
 INSERT INTO worker_heartbeats (worker, hostname, pid, queues, running, last_seen_at)
 VALUES (%(worker)s, %(host)s, %(pid)s, %(queues)s::jsonb, (SELECT count(*) FROM beat), now())
@@ -72,7 +88,9 @@ ON CONFLICT (worker) DO UPDATE SET last_seen_at = now(), running = EXCLUDED.runn
 
 
 def beat_once() -> None:
-    pg.fetch(HEARTBEAT, {"worker": worker_id(), "host": socket.gethostname(),
+    with _lock:
+        ids = sorted(_running)
+    pg.fetch(HEARTBEAT, {"worker": worker_id(), "host": socket.gethostname(), "ids": ids,
                          "pid": os.getpid(), "queues": json.dumps(_state["queues"])})
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import uuid
 
+import psycopg
+
 from tasks import control, lifecycle, registry, store
 from tasks.context import JobContext, describe_error, to_json
 from tasks.dispatch import dispatch_quietly
@@ -33,6 +35,16 @@ def run_job(job_id: str) -> str:
             dispatch_quietly(job_id, *row)
         return "deferred"
     lifecycle.start_heartbeat()
+    # Heartbeats cover the job only while this call runs it: if it ends without its
+    # final write (a database error, say), the job goes stale and the sweep reclaims it.
+    lifecycle.running(job_id)
+    try:
+        return _claim_and_run(job_id, worker)
+    finally:
+        lifecycle.done_running(job_id)
+
+
+def _claim_and_run(job_id: str, worker: str) -> str:
     job = store.claim(job_id, worker)
     if job is None:
         return "skipped"
@@ -63,7 +75,17 @@ def run_job(job_id: str) -> str:
 def _transition(ctx: JobContext, new: JobStatus, **kwargs) -> store.Finished | None:
     status_event = store.event(3, "status", new.value, status_data(new, S.RUNNING))
     events = [*ctx.pending_step_event(), status_event]
-    done = store.finish(ctx.owner, new, ctx.pending, events, **kwargs)
+    try:
+        done = store.finish(ctx.owner, new, ctx.pending, events, **kwargs)
+    except psycopg.DataError as exc:
+        # The database refused what the job produced: record the failure without it,
+        # so the job still reaches a terminal state instead of staying `running`.
+        log.exception("finish refused", extra={"action": "finish_refused",
+                                               "job_id": str(ctx.job_id)})
+        ctx.pending = None
+        status_event = store.event(3, "status", S.FAILED.value, status_data(S.FAILED, S.RUNNING))
+        refused = f"the database refused the job's output: {exc.diag.message_primary}"
+        done = store.finish(ctx.owner, S.FAILED, None, [status_event], error=refused)
     if done is None:
         _log("ownership_lost", ctx.job_id, attempt=ctx.attempt)
     else:

@@ -80,9 +80,11 @@ def _write(d: DeferredStart) -> None:
         if d.settled:
             return
         try:
-            store.checkpoint(d.owner, None, seq=d.seq, name=d.name, events=[d.started_event(1)],
-                             started_at=d.started_at)
-            d.written = True
+            cancel = store.checkpoint(d.owner, None, seq=d.seq, name=d.name,
+                                      events=[d.started_event(1)], started_at=d.started_at)
+            # A cancel (True) or a lost job (None) wrote no step row: the outcome must
+            # then insert it (the deferred upsert), not update a row that is not there.
+            d.written = cancel is False
         except Exception:
             log.warning("could not write a deferred step start", exc_info=True)
     with _cond:

@@ -42,6 +42,7 @@ class ClaimedJob:
     steps: tuple[RecordedStep, ...]
     # Asked to cancel before this attempt began (then reclaimed, or handed back at shutdown).
     cancel_requested: bool = False
+    locked_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,13 @@ class Owner:
     job_id: uuid.UUID
     worker: str
     attempt: int
+    # The claim's time: unlike the attempt number (reset by a manual retry) it never
+    # repeats, so a thread left over from an earlier run can never pass for this one.
+    locked_at: datetime | None = None
 
     def params(self) -> dict[str, Any]:
-        return {"id": self.job_id, "worker": self.worker, "attempt": self.attempt}
+        return {"id": self.job_id, "worker": self.worker, "attempt": self.attempt,
+                "locked_at": self.locked_at}
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,7 @@ WITH claimed AS (
     WHERE id = %(id)s AND {guard(S.QUEUED, S.RUNNING)} AND run_after <= now()
       AND <concurrency>
     RETURNING id, project_id, job_type, payload, attempts, max_attempts, timeout_seconds,
-        cancel_requested
+        cancel_requested, locked_at
 ), ev AS (
     INSERT INTO agent_job_events (job_id, project_id, type, message, data)
     SELECT id, project_id, 'status', 'running', '{_RUNNING_EVENT}'::jsonb FROM claimed
@@ -87,7 +92,7 @@ WITH claimed AS (
 SELECT c.id, c.project_id, c.job_type, c.payload, c.attempts, c.max_attempts, c.timeout_seconds,
     (SELECT COALESCE(jsonb_agg(jsonb_build_array(s.name, s.status, s.output) ORDER BY s.seq),
                      '[]'::jsonb)
-     FROM job_steps s WHERE s.job_id = c.id), c.cancel_requested
+     FROM job_steps s WHERE s.job_id = c.id), c.cancel_requested, c.locked_at
 FROM claimed c
 """
 CLAIM_UNKEYED = _CLAIM.replace("<concurrency>", "concurrency_key IS NULL")
@@ -101,7 +106,8 @@ CLAIM_KEYED = _CLAIM.replace(
 
 def _claimed(row: tuple[Any, ...]) -> ClaimedJob:
     steps = tuple(RecordedStep(n, st, out) for n, st, out in row[7])
-    return ClaimedJob(row[0], row[1], row[2], row[3], row[4], row[5], row[6], steps, row[8])
+    return ClaimedJob(row[0], row[1], row[2], row[3], row[4], row[5], row[6], steps, row[8],
+                      row[9])
 
 
 def claim(job_id: uuid.UUID | str, worker: str) -> ClaimedJob | None:
@@ -152,6 +158,7 @@ CHECKPOINT = """
 WITH job AS (
     SELECT id, project_id, cancel_requested FROM agent_jobs
     WHERE id = %(id)s AND status = 'running' AND locked_by = %(worker)s AND attempts = %(attempt)s
+      AND locked_at IS NOT DISTINCT FROM %(locked_at)s::timestamptz
 ), done AS (<DONE>), started AS (
     INSERT INTO job_steps (job_id, seq, name, status, attempts, started_at)
     SELECT id, %(seq)s::int, %(name)s::text, 'running', 1,
@@ -220,7 +227,7 @@ WITH job AS (
         wake_at = %(wake_at)s::timestamptz, wait_for = %(wait_for)s::uuid[],
         wait_reason = %(wait_reason)s::text
     WHERE id = %(id)s AND {guard(S.RUNNING, S.COMPLETED)} AND locked_by = %(worker)s
-      AND attempts = %(attempt)s
+      AND attempts = %(attempt)s AND locked_at IS NOT DISTINCT FROM %(locked_at)s::timestamptz
     RETURNING id, project_id, parent_job_id, concurrency_key, queue, priority, cancel_requested
 ), done AS (<DONE>), ev AS (
     INSERT INTO agent_job_events (job_id, project_id, type, message, data)

@@ -1,0 +1,56 @@
+"""Guarantees a reviewer found holes in: each test failed before its fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks import control, lifecycle, pg, store
+from tasks.context import to_json
+from tasks.errors import PermanentError
+from tests.integration.jobdb import new_job
+
+
+def test_the_heartbeat_covers_only_jobs_this_process_is_running(project) -> None:
+    # Given a job claimed by this process whose run was abandoned (nothing is running it)
+    job_id = new_job(project, publish=False)
+    assert store.claim(job_id, lifecycle.worker_id()) is not None
+    pg.fetch("UPDATE agent_jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = %s",
+             (job_id,))
+    # When the process beats
+    lifecycle.beat_once()
+    # Then the abandoned job stays stale, so the sweep can reclaim it
+    stale = pg.fetch_one("SELECT heartbeat_at < now() - interval '30 minutes' FROM agent_jobs "
+                         "WHERE id = %s", (job_id,))[0]
+    assert stale
+    # While a job that is running here is kept fresh
+    lifecycle.running(str(job_id))
+    try:
+        lifecycle.beat_once()
+    finally:
+        lifecycle.done_running(str(job_id))
+    fresh = pg.fetch_one("SELECT heartbeat_at > now() - interval '1 minute' FROM agent_jobs "
+                         "WHERE id = %s", (job_id,))[0]
+    assert fresh
+
+
+def test_a_thread_from_before_a_manual_retry_cannot_write_for_the_new_run(project) -> None:
+    # Given attempt 1 claimed by this process, then failed and retried by hand
+    job_id = new_job(project, publish=False)
+    first = store.claim(job_id, "host:1")
+    assert first is not None
+    pg.fetch("UPDATE agent_jobs SET status = 'failed' WHERE id = %s", (job_id,))
+    assert control.retry_failed(job_id)
+    # When the same process claims it again: attempt 1 again, same worker id
+    second = store.claim(job_id, "host:1")
+    assert second is not None and second.attempt == first.attempt
+    old = store.Owner(job_id, "host:1", first.attempt, first.locked_at)
+    new = store.Owner(job_id, "host:1", second.attempt, second.locked_at)
+    # Then the old run's writes are refused, the new run's accepted
+    assert store.checkpoint(old, None, seq=1, name="step-1") is None
+    assert store.checkpoint(new, None, seq=1, name="step-1") is False
+
+
+@pytest.mark.parametrize("value", ["half an emoji \ud83d", {"k": ["\udc80"]}])
+def test_text_postgresql_cannot_store_fails_the_step_at_once(value) -> None:
+    with pytest.raises(PermanentError, match="not valid Unicode"):
+        to_json(value, "the output")

@@ -62,6 +62,9 @@ def setup_services(stack: contextlib.ExitStack) -> None:
                        "SWITCHYARD_PREFETCH_MULTIPLIER": "64", "SWITCHYARD_WORKER_POOL": "solo",
                        "SWITCHYARD_LOG_LEVEL": "WARNING"})
     upgrade(url)
+    if os.environ.get("BENCH_WITHOUT_NOTIFY"):  # diagnosis only: what the event NOTIFY costs
+        with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+            conn.execute("DROP TRIGGER agent_job_events_notify ON agent_job_events")
 
 
 def start_workers(stack: contextlib.ExitStack, logdir: Path, raw_workers: int = WORKERS,

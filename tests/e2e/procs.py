@@ -121,12 +121,10 @@ class Procs:
 
     def worker(self, name: str, pool: str = "solo", concurrency: int = 1,
                env: dict[str, str] | None = None, ready: bool = True) -> Proc:
-        # Celery cannot tell `-P prefork` from no -P at all and then lets the configured
-        # pool win, so the pool goes through the environment as well.
         proc = self._start(name, [
             "worker", "-P", pool, "-c", str(concurrency), "-n", f"{name}@%h", "-Q", QUEUES,
             "-l", "INFO", "--without-mingle", "--without-gossip", "--without-heartbeat",
-        ], {"SWITCHYARD_WORKER_POOL": pool, **(env or {})})
+        ], env)
         if ready:
             self.wait(lambda: _heartbeat_seen(proc.pid), 30, f"worker {name} ready")
             banner = POOL_BANNER.get(pool, pool)

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
-from app.errors import ApiError
+from app.errors import ApiError, not_found
 from app.schemas import iso
 from models import AgentJob, JobStep, Project
 
@@ -21,6 +21,14 @@ def project_for_owner(session: Session, owner: uuid.UUID, project_id: str) -> Pr
     if pid is None:
         return None
     return session.scalar(select(Project).where(Project.id == pid, Project.owner_id == owner))
+
+
+def require_project(session: Session, owner: uuid.UUID, project_id: str) -> Project:
+    """The owner's project, or the contract's 404 (another owner's project is not found)."""
+    project = project_for_owner(session, owner, project_id)
+    if project is None:
+        raise not_found("project")
+    return project
 
 
 def project_id_for_owner(owner: uuid.UUID, project_id: str) -> uuid.UUID | None:

@@ -63,29 +63,18 @@ def revoke_token(session: Session, token_id_or_prefix: str) -> int:
     return result.rowcount or 0  # type: ignore[attr-defined]
 
 
-def owner_for_token(session: Session, token: str) -> uuid.UUID | None:
+def owner_for_token(token: str) -> uuid.UUID | None:
     """The owner a live token belongs to: looked up by hash, compared in constant time."""
-    return owner_for_token_hash(session, hash_token(token))
+    return owner_for_digest(hash_token(token))
 
 
 def owner_for_digest(digest: str) -> uuid.UUID | None:
-    """owner_for_token_hash without a session, for every API request: one prepared
-    statement on the web process's small pool (app.pgpool), no ORM, no BEGIN/ROLLBACK."""
+    """The same from the token's hash (what the web UI's cookie keeps). On every API
+    request: one prepared statement on the web process's small pool (app.pgpool), no ORM."""
     from app import pgpool
 
     row = pgpool.fetch_one("SELECT token_hash, owner_id FROM api_tokens "
                            "WHERE token_hash = %s AND revoked_at IS NULL", (digest,))
-    if row is None or not hmac.compare_digest(row[0], digest):
-        return None
-    return row[1]
-
-
-def owner_for_token_hash(session: Session, digest: str) -> uuid.UUID | None:
-    """The same, from the hash the web UI's cookie session keeps instead of the token."""
-    row = session.execute(
-        select(ApiToken.token_hash, ApiToken.owner_id)
-        .where(ApiToken.token_hash == digest, ApiToken.revoked_at.is_(None))
-    ).first()
     if row is None or not hmac.compare_digest(row[0], digest):
         return None
     return row[1]

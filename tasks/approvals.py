@@ -10,7 +10,7 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from tasks import pg
@@ -114,13 +114,10 @@ def _why_not(approval_id: uuid.UUID | str, version: int) -> str:
     return f"the approval is already {status}"
 
 
-def expire_due() -> int:
-    """Mark pending approvals past their expiry as expired (run by the sweeps)."""
-    return len(pg.fetch("UPDATE approvals SET status = 'expired', version = version + 1, "
-                        "updated_at = now() WHERE status = 'pending' AND expires_at <= now() "
-                        "RETURNING 1"))
-
-
-def approval_json(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v.isoformat() if isinstance(v, datetime) else
-                str(v) if isinstance(v, uuid.UUID) else v) for k, v in row.items()}
+# Run by the sweeps: pending approvals past their expiry leave the inbox as expired.
+EXPIRE_DUE = """
+UPDATE approvals SET status = 'expired', version = version + 1, updated_at = now()
+WHERE id IN (SELECT id FROM approvals WHERE status = 'pending' AND expires_at <= now()
+             LIMIT 500 FOR UPDATE SKIP LOCKED)
+RETURNING id
+"""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from tasks import control, lifecycle, pg
+from tasks import approvals, control, lifecycle, pg
 from tasks.dispatch import dispatch_quietly
 from tasks.settings import get_settings
 from tasks.status import TERMINAL, JobStatus, guard, sql_list
@@ -102,6 +102,7 @@ SWEEPS: tuple[Sweep, ...] = (
     Sweep("expire_timeouts", _query(EXPIRE_TIMEOUTS)),
     Sweep("dispatch_due", _query(DISPATCH_DUE)),
     Sweep("resume_waiting", _query(READY_TO_RESUME)),
+    Sweep("expire_approvals", _query(approvals.EXPIRE_DUE)),
 )
 
 

@@ -15,8 +15,8 @@ from app.queries import (
     job_for_owner,
     job_json,
     list_jobs,
-    project_for_owner,
     project_id_for_owner,
+    require_project,
     steps_of,
 )
 from app.routes.body import parse_body
@@ -69,9 +69,7 @@ def create_job(pid: str):
 @bp.get("/api/projects/<pid>/jobs")
 def get_jobs(pid: str):
     session = db.session()
-    project = project_for_owner(session, current_owner(), pid)
-    if project is None:
-        raise not_found("project")
+    project = require_project(session, current_owner(), pid)
     try:
         query = JobListQuery.model_validate(request.args.to_dict())
     except ValidationError as exc:

@@ -11,8 +11,8 @@ from sqlalchemy import Select, select
 
 from app import db
 from app.auth import current_owner
-from app.errors import ApiError, not_found
-from app.queries import job_json, project_for_owner
+from app.errors import ApiError
+from app.queries import job_json, require_project
 from app.routes.body import parse_body
 from app.schemas import Strict, Text, has_nul
 from models import AgentJob, Project
@@ -33,9 +33,7 @@ def _owned(project_id: str | None, job_type: str | None) -> Select:
     query = (select(AgentJob).join(Project, Project.id == AgentJob.project_id)
              .where(Project.owner_id == current_owner()))
     if project_id:
-        project = project_for_owner(db.session(), current_owner(), project_id)
-        if project is None:
-            raise not_found("project")
+        project = require_project(db.session(), current_owner(), project_id)
         query = query.where(AgentJob.project_id == project.id)
     if job_type:
         query = query.where(AgentJob.job_type == job_type)

@@ -6,8 +6,7 @@ from flask import Blueprint, jsonify
 
 from app import db
 from app.auth import current_owner
-from app.errors import not_found
-from app.queries import list_projects, project_for_owner, project_json
+from app.queries import list_projects, project_json, require_project
 from app.routes.body import parse_body
 from app.schemas import ProjectCreate, ProjectUpdate
 from models import Project
@@ -35,18 +34,13 @@ def get_projects():
 
 @bp.get("/api/projects/<pid>")
 def get_project(pid: str):
-    project = project_for_owner(db.session(), current_owner(), pid)
-    if project is None:
-        raise not_found("project")
-    return jsonify(project_json(project))
+    return jsonify(project_json(require_project(db.session(), current_owner(), pid)))
 
 
 @bp.patch("/api/projects/<pid>")
 def update_project(pid: str):
     session = db.session()
-    project = project_for_owner(session, current_owner(), pid)
-    if project is None:
-        raise not_found("project")
+    project = require_project(session, current_owner(), pid)
     body = parse_body(ProjectUpdate)
     for field in ("name", "goal", "night_shift"):
         if field in body.model_fields_set and getattr(body, field) is not None:

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from app import db
 from app.auth import current_owner
 from app.errors import ApiError, not_found
-from app.queries import project_for_owner
+from app.queries import require_project
 from app.routes.body import parse_body
 from app.schemas import Integral, Strict, Text, has_nul, iso
 from models import AgentMemory, Approval, ChatMessage, Project
@@ -40,10 +40,7 @@ class DecisionBody(Strict):
 
 
 def _project(pid: str) -> Project:
-    project = project_for_owner(db.session(), current_owner(), pid)
-    if project is None:
-        raise not_found("project")
-    return project
+    return require_project(db.session(), current_owner(), pid)
 
 
 @bp.post("/api/projects/<pid>/launch")

@@ -10,9 +10,8 @@ from simple_websocket import ConnectionClosed
 
 from app import db
 from app.auth import current_owner
-from app.errors import not_found
 from app.hub import Subscription
-from app.queries import project_for_owner
+from app.queries import require_project
 from app.sse import cursor_from_request, event_stream, sse_response
 
 bp = Blueprint("streams", __name__)
@@ -20,10 +19,7 @@ sock = Sock()
 
 
 def _owned_project_id(pid: str):
-    project = project_for_owner(db.session(), current_owner(), pid)
-    if project is None:
-        raise not_found("project")
-    project_id = project.id
+    project_id = require_project(db.session(), current_owner(), pid).id
     db.close_session()  # no database session is held while the stream is open
     return project_id
 

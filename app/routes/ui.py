@@ -18,9 +18,8 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Flask, Response, redirect, render_template, request, session, url_for
 from flask.sansio.blueprints import BlueprintSetupState
 
-from app import db
 from app.auth import SESSION_CSRF, SESSION_TOKEN_HASH
-from app.tokens import hash_token, owner_for_token, owner_for_token_hash
+from app.tokens import hash_token, owner_for_digest, owner_for_token
 from tasks.settings import Settings, get_settings
 
 bp = Blueprint("ui", __name__, template_folder="../templates", static_folder="../static",
@@ -97,7 +96,7 @@ def signed_in() -> bool:
     digest = session.get(SESSION_TOKEN_HASH)
     if not digest:
         return False
-    if owner_for_token_hash(db.session(), str(digest)) is None:
+    if owner_for_digest(str(digest)) is None:
         session.pop(SESSION_TOKEN_HASH, None)  # the token was revoked
         return False
     return True
@@ -136,7 +135,7 @@ def sign_in():
         error = "Your sign-in form expired. Please try again."
     elif not token:
         error = "Paste an API token to sign in."
-    elif owner_for_token(db.session(), token) is None:
+    elif owner_for_token(token) is None:
         error = "That token is not valid, or it was revoked."
     if error:
         return render_template("signin.html", csrf=csrf_token(), error=error,

@@ -23,7 +23,8 @@ from tests.integration.jobdb import (
     wait_for,
 )
 
-NOTHING = {"reclaim_stale": 0, "expire_timeouts": 0, "dispatch_due": 0, "resume_waiting": 0}
+NOTHING = {"reclaim_stale": 0, "expire_timeouts": 0, "dispatch_due": 0, "resume_waiting": 0,
+           "expire_approvals": 0}
 
 
 def make_running(job_id, *, heartbeat_age: str = "1 hour", locked_age: str = "1 hour",
@@ -269,7 +270,7 @@ def test_each_sweep_runs_once_per_tick(project):
 
     assert sweeps.run_sweeps(tick=tick + 1)["reclaim_stale"] == 1
     runs = pg.fetch("SELECT sweep, tick, stats FROM sweep_runs ORDER BY tick, sweep")
-    assert len(runs) == 8
+    assert len(runs) == 2 * len(sweeps.SWEEPS)  # every sweep, once in each of two ticks
     assert ("reclaim_stale", tick + 1, {"rows": 1}) in runs
 
 
@@ -312,3 +313,18 @@ def test_a_live_worker_in_a_long_step_keeps_its_job(worker, project):
     me = pg.fetch_one("SELECT running, stopped_at FROM worker_heartbeats WHERE worker = %s",
                       (lifecycle.worker_id(),))
     assert me is not None and me[1] is None
+
+
+# --- expire_approvals ------------------------------------------------------------------------
+
+
+def test_expire_approvals_takes_overdue_pending_approvals_out_of_the_inbox(project):
+    from tasks.approvals import NewApproval, create_approval
+
+    overdue = create_approval(project, None, NewApproval("email", "old", {"to": "a@b.test"}))
+    fresh = create_approval(project, None, NewApproval("email", "new", {"to": "c@d.test"}))
+    pg.fetch("UPDATE approvals SET expires_at = now() - interval '1 minute' WHERE id = %s",
+             (overdue,))
+    assert sweep() == NOTHING | {"expire_approvals": 1}
+    status = dict(pg.fetch("SELECT id, status FROM approvals"))
+    assert status == {overdue: "expired", fresh: "pending"}

@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -89,3 +90,29 @@ def embedded_smtp(mail_dir: Path) -> Iterator[tuple[str, int]]:
         yield "127.0.0.1", port
     finally:
         controller.stop()
+
+
+@contextmanager
+def scratch_database(server_url: str, prefix: str, *, migrate: bool = True) -> Iterator[str]:
+    """A database of its own on `server_url`'s server, migrated to head unless told not
+    to, dropped on exit: for the tests and the benchmarks, which must touch nothing else."""
+    import psycopg
+
+    from app.migrations import upgrade
+    from tasks import pg
+    from tasks.settings import libpq_url
+
+    admin = libpq_url(server_url)
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base, sep, query = admin.partition("?")
+    url = f"{base.rpartition('/')[0]}/{name}{sep}{query}"
+    try:
+        if migrate:
+            upgrade(url)
+        yield url
+    finally:
+        pg.reset()  # this thread's connection points into the database about to go
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

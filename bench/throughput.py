@@ -39,29 +39,16 @@ def pct(values: list[float], p: float) -> float:
 def setup_services(stack: contextlib.ExitStack) -> None:
     import psycopg
 
-    from app.embedded import embedded_postgres, embedded_redis
-    from app.migrations import upgrade
+    from app.embedded import embedded_postgres, embedded_redis, scratch_database
     from tasks.settings import libpq_url
 
     tmp = Path(tempfile.mkdtemp(prefix="switchyard-bench-"))
     admin = os.environ.get("DATABASE_URL") or stack.enter_context(embedded_postgres(tmp))
     broker = os.environ.get("BROKER_URL") or stack.enter_context(embedded_redis(tmp / "redis"))
-    admin = libpq_url(admin)
-    name = f"switchyard_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base, sep, query = admin.partition("?")
-    url = f"{base.rpartition('/')[0]}/{name}{sep}{query}"
-
-    def drop() -> None:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    stack.callback(drop)
+    url = stack.enter_context(scratch_database(admin, "switchyard_bench"))
     os.environ.update({"DATABASE_URL": url, "BROKER_URL": broker,
                        "SWITCHYARD_PREFETCH_MULTIPLIER": "64", "SWITCHYARD_WORKER_POOL": "solo",
                        "SWITCHYARD_LOG_LEVEL": "WARNING"})
-    upgrade(url)
     if os.environ.get("BENCH_WITHOUT_NOTIFY"):  # diagnosis only: what the event NOTIFY costs
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
             conn.execute("DROP TRIGGER agent_job_events_notify ON agent_job_events")

@@ -3,43 +3,28 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
-from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect
 
+from app.embedded import scratch_database
+from app.migrations import alembic_config
+from app.migrations import upgrade as migrate
 from models import Base
 from tasks.settings import sqlalchemy_url
-from tests.support.services import ROOT, _with_dbname, migrate
-
-
-def _config(url: str | None = None) -> Config:
-    cfg = Config(str(ROOT / "alembic.ini"))
-    cfg.attributes["configure_logger"] = False
-    if url:
-        cfg.set_main_option("sqlalchemy.url", url)
-    return cfg
 
 
 @pytest.fixture
 def scratch_url() -> Iterator[str]:
     """A brand-new empty database on the test server, dropped afterwards."""
-    admin = os.environ["SWITCHYARD_TEST_ADMIN_URL"]
-    name = f"switchyard_mig_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield _with_dbname(admin, name)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database(os.environ["SWITCHYARD_TEST_ADMIN_URL"], "switchyard_mig",
+                          migrate=False) as url:
+        yield url
 
 
 def _diff(url: str) -> list:
@@ -62,12 +47,12 @@ def _tables(url: str) -> set[str]:
 
 
 def test_there_is_exactly_one_head():
-    heads = ScriptDirectory.from_config(_config()).get_heads()
+    heads = ScriptDirectory.from_config(alembic_config()).get_heads()
     assert len(heads) == 1, f"several Alembic heads, merge them: {heads}"
 
 
 def test_every_revision_has_a_real_message():
-    for rev in ScriptDirectory.from_config(_config()).walk_revisions():
+    for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions():
         assert rev.doc and rev.doc.strip().lower() != "empty message", rev.revision
 
 
@@ -79,7 +64,7 @@ def test_upgrade_head_on_an_empty_database_matches_the_models(scratch_url):
 
 def test_downgrade_to_base_and_back_up_again(scratch_url):
     migrate(scratch_url)
-    command.downgrade(_config(scratch_url), "base")
+    command.downgrade(alembic_config(scratch_url), "base")
     assert _tables(scratch_url) == {"alembic_version"}
     migrate(scratch_url)
     assert _diff(scratch_url) == []

@@ -113,6 +113,13 @@ class AgentJob(Base):
     wait_for: Mapped[list[uuid.UUID] | None] = mapped_column(ARRAY(Uuid))
     wait_reason: Mapped[str | None] = mapped_column(Text)
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The run that owns the job: a token per claim fences every write of that run, and
+    # `write_seq` numbers its writes so one retried after a lost connection applies once.
+    claim_token: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    write_seq: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    # Retries that cost no attempt (rate limits), bounded by count and time on their own.
+    free_retries: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    free_retry_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = _now_column()
     updated_at: Mapped[datetime] = _now_column()
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -12,10 +12,10 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from tasks import lifecycle, pg, start_watch, store
+from tasks import lifecycle, pg, start_watch, store, trace
 from tasks.errors import (
     CancelRequested,
     JobTimeout,
@@ -61,13 +61,18 @@ def to_json(value: Any, what: str) -> str:
 
 
 class JobContext:
+    """The API every handler is written against: `def handle(ctx: JobContext, p: Payload)`."""
+
     def __init__(self, job: store.ClaimedJob, worker: str):
         self.job_id = job.id
         self.project_id = job.project_id
         self.job_type = job.job_type
         self.attempt = job.attempt
         self.max_attempts = job.max_attempts
-        self.owner = store.Owner(job.id, worker, job.attempt, job.locked_at)
+        self.worker = worker
+        self.owner = store.Owner(job.id, job.token)
+        self.clock = job.clock
+        self._writes = 0  # this run's writes so far: each has its number (store.checkpoint)
         self._recorded = job.steps
         self._seq = 0
         self._counters: dict[str, int] = {}
@@ -100,18 +105,22 @@ class JobContext:
                                   step_data(name, seq, STEP_STARTED), unless_canceled=True)
             self._write(seq=seq, name=name, events=[started])
         else:
-            deferred = start_watch.defer(self.owner, seq, name)
+            deferred = start_watch.defer(self.owner, seq, name, self.clock.now())
+        trace.step("start", self.job_id, seq, name, self.owner.token)
         try:
             output = fn(*args, **kwargs)
             encoded = to_json(output, f"the output of step {name!r}")
         except Exception as exc:
+            trace.step("end", self.job_id, seq, name, self.owner.token, ok=False)
             self.pending = self._outcome(deferred, seq, name, STEP_FAILED,
                                          error=describe_error(exc))
             raise
         except BaseException:
+            trace.step("end", self.job_id, seq, name, self.owner.token, ok=False)
             if deferred is not None:
                 start_watch.settle(deferred)
             raise
+        trace.step("end", self.job_id, seq, name, self.owner.token, ok=True)
         self.pending = self._outcome(deferred, seq, name, STEP_COMPLETED, output=encoded)
         return json.loads(encoded)
 
@@ -147,27 +156,31 @@ class JobContext:
 
     def wait(self, child_ids: list[str]) -> list[ChildOutcome]:
         """Return the children's outcomes once all are terminal; until then suspend the job."""
-        rows = pg.fetch(
+        params = {"ids": [str(c) for c in child_ids], "parent": self.job_id}
+        rows = pg.persisting(lambda: pg.fetch_dicts(
             "SELECT id, job_type, status, result, last_error FROM agent_jobs "
-            "WHERE id = ANY(%s::uuid[]) AND parent_job_id = %s",
-            ([str(c) for c in child_ids], self.job_id),
-        )
-        by_id = {str(r[0]): r for r in rows}
+            "WHERE id = ANY(%(ids)s::uuid[]) AND parent_job_id = %(parent)s", params),
+            what="reading children")
+        by_id = {str(r["id"]): r for r in rows}
         missing = [c for c in child_ids if str(c) not in by_id]
         if missing:
             raise PermanentError(f"wait(): {missing} are not children of this job")
-        if any(JobStatus(by_id[str(c)][2]) not in TERMINAL for c in child_ids):
+        if any(JobStatus(by_id[str(c)]["status"]) not in TERMINAL for c in child_ids):
             raise Suspend("children", wait_for=[str(c) for c in child_ids])
-        return [ChildOutcome(str(r[0]), r[1], r[2], r[3], r[4])
-                for r in (by_id[str(c)] for c in child_ids)]
+        return [ChildOutcome(str(r["id"]), r["job_type"], r["status"], r["result"],
+                             r["last_error"]) for r in (by_id[str(c)] for c in child_ids)]
 
     def sleep(self, seconds: float) -> None:
-        """A durable timer: the job leaves the worker and comes back when it is due."""
+        """A durable timer: the job leaves the worker and comes back when it is due.
+
+        Due times are the database's (self.clock): the resume that compares them runs
+        in PostgreSQL, so a worker whose clock is off neither wakes early nor loops.
+        """
         n = self._next("sleep")
         due = self.step(f"sleep:{n}",
-                        lambda: (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat())
+                        lambda: (self.clock.now() + timedelta(seconds=seconds)).isoformat())
         wake_at = datetime.fromisoformat(due)
-        if wake_at > datetime.now(UTC):
+        if wake_at > self.clock.now():
             raise Suspend("timer", wake_at=wake_at)
 
     def _next(self, counter: str) -> int:
@@ -181,10 +194,15 @@ class JobContext:
         if self._deadline is not None and time.monotonic() > self._deadline:
             raise JobTimeout("the job ran past its timeout_seconds")
 
+    def next_write(self) -> int:
+        """The number of this run's next write (a retried write keeps its number)."""
+        self._writes += 1
+        return self._writes
+
     def _write(self, *, seq: int | None = None, name: str | None = None,
                events: list[dict]) -> None:
-        cancel = store.checkpoint(self.owner, self.pending, seq=seq, name=name,
-                                  events=self.pending_step_event() + events)
+        cancel = store.checkpoint(self.owner, self.next_write(), self.pending, seq=seq,
+                                  name=name, events=self.pending_step_event() + events)
         self.pending = None
         self._wrote = True
         if cancel is None:

@@ -35,3 +35,17 @@ def dispatch_quietly(job_id: uuid.UUID | str, queue: str, priority: int,
         log.warning("publish failed; the dispatch sweep will re-send",
                     extra={"action": "publish_failed", "job_id": str(job_id)}, exc_info=True)
         return False
+
+
+def broker_depth(queue: str) -> int:
+    """Messages waiting in the broker's `queue`, declaring it (and its binding) first.
+
+    Declaring matters after a wipe: a flushed Redis loses the exchange bindings too,
+    and kombu drops a message published to an unbound exchange.
+    """
+    with app.connection_for_write() as conn:
+        bound = app.amqp.queues[queue](conn.default_channel)
+        bound.exchange.declare()
+        declared = bound.queue_declare()
+        bound.queue_bind()
+        return int(declared.message_count) if declared is not None else 0

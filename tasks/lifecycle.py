@@ -17,9 +17,12 @@ import socket
 import struct
 import threading
 import time
+import uuid
+from typing import Any
 
 from tasks import pg
 from tasks.settings import get_settings
+from tasks.sql import MOVED_COLUMNS, lit, status_event
 from tasks.status import JobStatus, guard
 
 log = logging.getLogger(__name__)
@@ -34,10 +37,23 @@ _lock = threading.Lock()
 
 
 def worker_id() -> str:
-    """hostname:pid, unique per process; `locked_by` on every job this process runs."""
+    """hostname:pid of the worker's main process; `locked_by` on every job it runs.
+
+    A prefork pool's children inherit their parent's id (pinned by `pin_worker_id`
+    before the pool forks), so the parent's release at shutdown finds their jobs.
+    """
+    if _state.get("pinned"):
+        return str(_state["worker"])
     if _state["pid"] != os.getpid():
         _state["pid"], _state["worker"] = os.getpid(), f"{socket.gethostname()}:{os.getpid()}"
     return str(_state["worker"])
+
+
+def pin_worker_id() -> None:
+    """Called in the worker's main process before its pool starts (Celery's worker_init)."""
+    _state["pinned"] = False
+    worker_id()
+    _state["pinned"] = True
 
 
 def _requested_at() -> float | None:
@@ -59,25 +75,28 @@ def grace_expired() -> bool:
     return at is not None and time.monotonic() - at >= get_settings().shutdown_grace_seconds
 
 
-# Only the jobs a thread of this process is running right now: a job whose run was
-# abandoned (its final write failed, say) must go stale so the sweep can reclaim it.
-_running: set[str] = set()
+# The runs a thread of this process holds right now, by claim token: entered only
+# after a claim succeeded and left when that run ends, so a duplicate delivery (which
+# claims nothing) cannot touch a live run's heartbeat, and a run abandoned without its
+# final write (the database stayed away) goes stale and is reclaimed.
+_runs: dict[uuid.UUID, uuid.UUID] = {}  # claim token -> job id
 
 
-def running(job_id: str) -> None:
+def holding(token: uuid.UUID, job_id: uuid.UUID) -> None:
     with _lock:
-        _running.add(str(job_id))
+        _runs[token] = job_id
 
 
-def done_running(job_id: str) -> None:
+def released(token: uuid.UUID) -> None:
     with _lock:
-        _running.discard(str(job_id))
+        _runs.pop(token, None)
 
 
 HEARTBEAT = """
 WITH beat AS (
-    UPDATE agent_jobs SET heartbeat_at = now()
-    WHERE id = ANY(%(ids)s::uuid[]) AND status = 'running' AND locked_by = %(worker)s
+    UPDATE agent_jobs j SET heartbeat_at = now()
+    FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS r(id, token)
+    WHERE j.id = r.id AND j.claim_token = r.token AND j.status = 'running'
     RETURNING 1
 )
 INSERT INTO worker_heartbeats (worker, hostname, pid, queues, running, last_seen_at)
@@ -89,18 +108,26 @@ ON CONFLICT (worker) DO UPDATE SET last_seen_at = now(), running = EXCLUDED.runn
 
 def beat_once() -> None:
     with _lock:
-        ids = sorted(_running)
-    pg.fetch(HEARTBEAT, {"worker": worker_id(), "host": socket.gethostname(), "ids": ids,
+        runs = list(_runs.items())
+    pg.fetch(HEARTBEAT, {"worker": worker_id(), "host": socket.gethostname(),
+                         "ids": [str(job) for _, job in runs],
+                         "tokens": [str(token) for token, _ in runs],
                          "pid": os.getpid(), "queues": json.dumps(_state["queues"])})
 
 
 def _beat_forever() -> None:
     interval = get_settings().heartbeat_seconds
-    while not _stop.wait(interval):
+    wait, failing = interval, False
+    while not _stop.wait(wait):
         try:
             beat_once()
+            wait, failing = interval, False
         except Exception:
-            log.warning("heartbeat failed", extra={"action": "heartbeat_failed"}, exc_info=True)
+            # Reconnect at once and keep trying every fraction of the interval: a live
+            # job must not go stale because its worker lost the database for a moment.
+            log.warning("heartbeat failed; retrying", extra={"action": "heartbeat_failed"},
+                        exc_info=not failing)
+            wait, failing = min(interval, 0.25), True
 
 
 def start_heartbeat(queues: list[str] | None = None) -> None:
@@ -129,27 +156,27 @@ WITH released AS (
     UPDATE agent_jobs SET status = 'queued', attempts = attempts - 1, run_after = now(),
         dispatched_at = now(), updated_at = now()
     WHERE {guard(JobStatus.RUNNING, JobStatus.QUEUED)} AND locked_by = %(worker)s
-    RETURNING id, project_id, queue, priority
+    RETURNING {MOVED_COLUMNS}
 ), steps AS (
     UPDATE job_steps SET status = 'failed', error = 'worker shut down', finished_at = now()
     WHERE job_id IN (SELECT id FROM released) AND status = 'running'
-), ev AS (
-    INSERT INTO agent_job_events (job_id, project_id, type, message, data)
-    SELECT id, project_id, 'status', 'queued',
-           '{{"status": "queued", "from": "running", "reason": "worker shutdown"}}'::jsonb
-    FROM released
+), ev AS ({status_event("released", lit("queued"), lit("running"), lit("worker shutdown"))}
 ), gone AS (
     UPDATE worker_heartbeats SET stopped_at = now(), running = 0 WHERE worker = %(worker)s
 )
-SELECT id, queue, priority FROM released
+SELECT * FROM released
 """
 
 
-def release_all() -> list[tuple]:
-    """At process exit: give every job this process still holds back to the queue."""
+def release_all() -> list[dict[str, Any]]:
+    """At process exit: give every job this process still holds back to the queue.
+
+    A hand-back is not a failure, so it gives the attempt back. The caller runs
+    tasks.control.after_transition on each row (this module sits below it).
+    """
     stop_heartbeat()
     try:
-        return pg.fetch(RELEASE, {"worker": worker_id()})
+        return pg.fetch_dicts(RELEASE, {"worker": worker_id()})
     except Exception:
         log.warning("could not release jobs at shutdown; the stale sweep will",
                     extra={"action": "release_failed"}, exc_info=True)

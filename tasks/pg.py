@@ -8,16 +8,22 @@ the next call reconnects.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import psycopg
 from psycopg.pq import ExecStatus
+from psycopg.rows import dict_row
 
 from tasks.settings import get_settings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _local = threading.local()
 # Connections inherited across fork() must not be closed by the child (that
@@ -117,3 +123,85 @@ def transaction() -> Iterator[psycopg.Connection]:
     except psycopg.OperationalError:
         reset()
         raise
+
+
+def as_dict(cur: psycopg.Cursor) -> dict[str, Any] | None:
+    """The cursor's next row by column name (None when there is none)."""
+    if cur.pgresult is None or cur.pgresult.status != TUPLES_OK:
+        return None
+    row = cur.fetchone()
+    return None if row is None else dict(zip([c.name for c in cur.description or ()], row,
+                                             strict=True))
+
+
+def fetch_dicts(sql: str, params: Params = None) -> list[dict[str, Any]]:
+    """Rows by column name: callers never index a row by position."""
+    try:
+        cur = connection().cursor(row_factory=dict_row)
+        cur.execute(sql, params)  # type: ignore[arg-type]
+        result = cur.pgresult
+        return cur.fetchall() if result is not None and result.status == TUPLES_OK else []
+    except psycopg.OperationalError:
+        reset()
+        raise
+
+
+def fetch_one_dict(sql: str, params: Params = None) -> dict[str, Any] | None:
+    rows = fetch_dicts(sql, params)
+    return rows[0] if rows else None
+
+
+# SQLSTATE classes of a lost or refused connection (a server restarting, shutting
+# down, or not yet accepting): retrying on a new connection can help. Any other
+# error (a constraint, bad data, a cancelled statement) is not the connection's.
+_CONNECTION_STATES = ("08", "57P01", "57P02", "57P03")
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith(_CONNECTION_STATES)
+
+
+class DatabaseUnavailable(Exception):
+    """The database stayed unreachable for longer than SWITCHYARD_DB_RETRY_SECONDS."""
+
+
+def persisting(fn: Callable[[], T], *, what: str = "a database write") -> T:
+    """Run `fn`, retrying on a fresh connection while the database is unreachable.
+
+    `fn` must be safe to run again after a lost connection: its statement either
+    did not commit, or is written to notice that it did (tasks.store's writes).
+    """
+    deadline = time.monotonic() + get_settings().db_retry_seconds
+    delay, failures = 0.05, 0
+    while True:
+        try:
+            result = fn()
+            if failures:
+                log.warning("database reachable again after %d failed tries", failures,
+                            extra={"action": "db_reconnected", "what": what})
+            return result
+        except psycopg.OperationalError as exc:
+            if not is_connection_error(exc):
+                raise
+            reset()
+            failures += 1
+            if time.monotonic() + delay > deadline:
+                raise DatabaseUnavailable(f"{what}: the database was unreachable for "
+                                          f"{get_settings().db_retry_seconds:g}s: {exc}") from exc
+            if failures == 1:
+                log.warning("database unreachable; retrying %s", what,
+                            extra={"action": "db_unreachable", "what": what})
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+def persist_one(sql: str, params: Params = None) -> dict[str, Any] | None:
+    """One engine statement, by column name, retried while the connection is lost."""
+    def run() -> dict[str, Any] | None:
+        rows = fetch_dicts(sql, params)
+        return rows[0] if rows else None
+
+    return persisting(run)

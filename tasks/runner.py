@@ -13,16 +13,20 @@ from tasks.dispatch import dispatch_quietly
 from tasks.errors import (
     CancelRequested,
     LostOwnership,
+    RetryableError,
     ShutdownRequested,
     Suspend,
     SwitchyardError,
 )
 from tasks.events import status_data
-from tasks.retry import Fail, Retry, RetryPolicy, decide
+from tasks.pg import DatabaseUnavailable, is_connection_error
+from tasks.retry import Fail, Retry, RetryLimits, RetryPolicy, decide
+from tasks.settings import get_settings
 from tasks.status import JobStatus
 
 log = logging.getLogger(__name__)
 S = JobStatus
+EARLY_SLACK = 0.05  # an early delivery is re-sent this much after the job is due
 
 
 def run_job(job_id: str) -> str:
@@ -35,48 +39,75 @@ def run_job(job_id: str) -> str:
             dispatch_quietly(job_id, *row)
         return "deferred"
     lifecycle.start_heartbeat()
-    # Heartbeats cover the job only while this call runs it: if it ends without its
-    # final write (a database error, say), the job goes stale and the sweep reclaims it.
-    lifecycle.running(job_id)
     try:
-        return _claim_and_run(job_id, worker)
+        claimed = store.claim(job_id, worker)
+    except DatabaseUnavailable:
+        log.warning("claim gave up: database unreachable; the dispatch sweep re-sends",
+                    extra={"action": "claim_abandoned", "job_id": str(job_id)})
+        return "abandoned"
+    if claimed is None:
+        return _not_claimed(job_id)
+    # Heartbeats cover this run, by its token, from its claim until its last write.
+    lifecycle.holding(claimed.token, claimed.id)
+    try:
+        return _run(claimed, worker)
+    except DatabaseUnavailable:
+        # The run's outcome could not be written: leave the row to go stale, so the
+        # sweep reclaims it (its completed steps replay; the one in flight runs again).
+        log.warning("run abandoned: database unreachable", exc_info=True,
+                    extra={"action": "run_abandoned", "job_id": str(job_id)})
+        return "abandoned"
     finally:
-        lifecycle.done_running(job_id)
+        lifecycle.released(claimed.token)
 
 
-def _claim_and_run(job_id: str, worker: str) -> str:
-    job = store.claim(job_id, worker)
-    if job is None:
-        return "skipped"
+def _not_claimed(job_id: str) -> str:
+    due_in = store.due_in(job_id)
+    if due_in is None:
+        return "skipped"  # a duplicate or stale delivery: the run in progress is untouched
+    # Early by the database's clock (a retry's countdown ran on a worker's clock): send
+    # the wake-up again for when it is due, rather than wait for the dispatch sweep.
+    row = store.peek_queue(job_id)
+    if row is not None:
+        dispatch_quietly(job_id, *row, countdown=due_in + EARLY_SLACK)
+    return "early"
+
+
+def _run(job: store.ClaimedJob, worker: str) -> str:
     _log("job_claimed", job.id, attempt=job.attempt, job_type=job.job_type)
     ctx = JobContext(job, worker)
     if job.cancel_requested:
         # The first step after a claim does not check in before it runs (see
         # JobContext.step), so a cancel asked of an earlier attempt is honoured here.
-        return _cancel(ctx)
+        return _finish(ctx, S.CANCELED)
     try:
         job_type = registry.get(job.job_type)
         result = job_type.handle(ctx, job_type.parse(job.payload))
         encoded = to_json(result, "the handler's result")
     except Suspend as suspend:
-        return _suspend(ctx, suspend)
+        # Waiting is not a failure: the claim's attempt is given back.
+        return _finish(ctx, S.WAITING, refund_attempt=True, wake_at=suspend.wake_at,
+                       wait_for=suspend.wait_for, wait_reason=suspend.reason)
     except CancelRequested:
-        return _cancel(ctx)
+        return _finish(ctx, S.CANCELED)
     except ShutdownRequested:
-        return _give_back(ctx)
+        return _finish(ctx, S.QUEUED, delay=0.0, refund_attempt=True)
     except LostOwnership:
         _log("ownership_lost", job.id, attempt=job.attempt)
         return "lost"
+    except DatabaseUnavailable:
+        raise
     except Exception as exc:
-        return _failed(ctx, exc)
-    return _complete(ctx, encoded)
+        return _failed(ctx, job, exc)
+    return _finish(ctx, S.COMPLETED, result=encoded)
 
 
-def _transition(ctx: JobContext, new: JobStatus, **kwargs) -> store.Finished | None:
+def _finish(ctx: JobContext, new: JobStatus, **kwargs: object) -> str:
+    """Write the run's last move, then whatever follows it (tasks.control.after_transition)."""
     status_event = store.event(3, "status", new.value, status_data(new, S.RUNNING))
     events = [*ctx.pending_step_event(), status_event]
     try:
-        done = store.finish(ctx.owner, new, ctx.pending, events, **kwargs)
+        done = store.finish(ctx.owner, ctx.next_write(), new, ctx.pending, events, **kwargs)
     except psycopg.DataError as exc:
         # The database refused what the job produced: record the failure without it,
         # so the job still reaches a terminal state instead of staying `running`.
@@ -85,100 +116,46 @@ def _transition(ctx: JobContext, new: JobStatus, **kwargs) -> store.Finished | N
         ctx.pending = None
         status_event = store.event(3, "status", S.FAILED.value, status_data(S.FAILED, S.RUNNING))
         refused = f"the database refused the job's output: {exc.diag.message_primary}"
-        done = store.finish(ctx.owner, S.FAILED, None, [status_event], error=refused)
+        done = store.finish(ctx.owner, ctx.next_write(), S.FAILED, None, [status_event],
+                            error=refused)
     if done is None:
         _log("ownership_lost", ctx.job_id, attempt=ctx.attempt)
-    else:
-        _log(f"job_{new.value}", ctx.job_id, attempt=ctx.attempt)
-    return done
-
-
-def _after_terminal(done: store.Finished) -> None:
-    if done.parent_job_id is not None:
-        control.resume_if_ready(done.parent_job_id)
-    if done.concurrency_key is not None:
-        control.wake_next_for_key(done.concurrency_key)
-
-
-def _complete(ctx: JobContext, encoded: str) -> str:
-    done = _transition(ctx, S.COMPLETED, result=encoded)
-    if done is None:
         return "lost"
-    _after_terminal(done)
-    return "completed"
+    _log(f"job_{done.status.value}", ctx.job_id, attempt=ctx.attempt)
+    control.after_transition(done)
+    if done.cancel_requested and done.status in (S.QUEUED, S.WAITING):
+        return "canceled"
+    return _OUTCOME.get(done.status, done.status.value)
 
 
-def _failed(ctx: JobContext, exc: Exception) -> str:
+_OUTCOME = {S.QUEUED: "retrying", S.WAITING: "waiting"}
+
+
+def _failed(ctx: JobContext, job: store.ClaimedJob, exc: Exception) -> str:
     job_type = _job_type_or_none(ctx.job_type)
     policy = job_type.retry_policy if job_type else RetryPolicy()
-    decision = decide(ctx.attempt, ctx.max_attempts, exc, policy)
+    if is_connection_error(exc):
+        # The handler's own statement lost the database: the engine's problem, not the
+        # handler's, so the retry costs no attempt (and the free-retry bounds apply).
+        exc = RetryableError(f"database connection lost: {exc}", count_attempt=False)
+    settings = get_settings()
+    limits = RetryLimits(free_retries=job.free_retries, free_seconds=job.free_retry_seconds,
+                         max_free_retries=settings.free_retry_max,
+                         max_free_seconds=settings.free_retry_max_seconds,
+                         max_delay=settings.retry_after_max_seconds)
+    decision = decide(ctx.attempt, ctx.max_attempts, exc, policy, limits=limits)
     error = describe_error(exc)
     if not isinstance(exc, SwitchyardError):
         log.exception("handler raised",
                       extra={"action": "handler_error", "job_id": str(ctx.job_id)})
     if isinstance(decision, Retry):
-        done = _transition(ctx, S.QUEUED, error=error, delay=decision.delay,
-                           refund_attempt=not decision.count_attempt)
-        if done is None:
-            return "lost"
-        if done.cancel_requested:
-            return _cancel_parked(done)
-        dispatch_quietly(done.id, done.queue, done.priority, countdown=decision.delay)
-        if done.concurrency_key is not None:
-            control.wake_next_for_key(done.concurrency_key)
-        return "retrying"
+        free = not decision.count_attempt
+        return _finish(ctx, S.QUEUED, error=error, delay=decision.delay, refund_attempt=free,
+                       free_retry=free)
     assert isinstance(decision, Fail)
-    done = _transition(ctx, S.FAILED, error=error)
-    if done is None:
-        return "lost"
-    # Nobody is left to use the children's results: stop them too. (The failed job
-    # itself is past cancel; a manual retry re-spawns nothing, its spawn steps replay.)
-    control.cancel_tree(done.id)
-    _after_terminal(done)
-    return "failed"
-
-
-def _suspend(ctx: JobContext, suspend: Suspend) -> str:
-    done = _transition(ctx, S.WAITING, wake_at=suspend.wake_at, wait_for=suspend.wait_for,
-                       wait_reason=suspend.reason)
-    if done is None:
-        return "lost"
-    if done.cancel_requested:
-        return _cancel_parked(done)
-    # Children may have finished, or the timer come due, before the row said
-    # `waiting`; nobody would wake the job then, so check once more ourselves.
-    control.resume_if_ready(done.id)
-    if done.concurrency_key is not None:
-        control.wake_next_for_key(done.concurrency_key)
-    return "waiting"
-
-
-def _cancel(ctx: JobContext) -> str:
-    done = _transition(ctx, S.CANCELED)
-    if done is None:
-        return "lost"
-    control.cancel_tree(done.id)  # the children go with their parent
-    _after_terminal(done)
-    return "canceled"
-
-
-def _cancel_parked(done: store.Finished) -> str:
-    """A cancel arrived during the last step, with no boundary after it to notice it.
-
-    The job is queued or waiting now, where a cancel takes effect at once.
-    """
-    control.cancel_tree(done.id)
-    if done.concurrency_key is not None:
-        control.wake_next_for_key(done.concurrency_key)
-    return "canceled"
-
-
-def _give_back(ctx: JobContext) -> str:
-    done = _transition(ctx, S.QUEUED, delay=0.0, refund_attempt=True)
-    if done is None:
-        return "lost"
-    dispatch_quietly(done.id, done.queue, done.priority)
-    return "requeued"
+    if decision.reason:
+        error = f"{error} ({decision.reason})"
+    return _finish(ctx, S.FAILED, error=error)
 
 
 def _job_type_or_none(name: str) -> registry.JobType | None:
@@ -190,4 +167,3 @@ def _job_type_or_none(name: str) -> registry.JobType | None:
 
 def _log(action: str, job_id: uuid.UUID | str, **extra: object) -> None:
     log.info("%s %s", action, job_id, extra={"action": action, "job_id": str(job_id), **extra})
-

@@ -117,6 +117,14 @@ class Settings:
     github_token: str = field(default="", repr=False)
     ads_api_url: str = ""
     ads_api_key: str = field(default="", repr=False)
+    # tasks.pg: how long an engine write waits out a lost database before giving up.
+    db_retry_seconds: float = 60.0
+    # tasks.retry: retries that cost no attempt (rate limits) stop after this many, or
+    # this long, and no Retry-After parks a job for longer than retry_after_max_seconds.
+    free_retry_max: int = 100
+    free_retry_max_seconds: float = 6 * 3600.0
+    retry_after_max_seconds: float = 3600.0
+    step_trace_dir: str = ""  # tasks.trace: a journal of step executions (off when empty)
 
     @property
     def sqlalchemy_url(self) -> str:
@@ -131,9 +139,20 @@ DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/switchyard"
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
 
 
+def check(settings: Settings) -> Settings:
+    """Refuse combinations that break the engine's guarantees, not just odd values."""
+    if settings.stale_after_seconds < 3 * settings.heartbeat_seconds:
+        # A live job whose heartbeat is merely late (a busy host, a database hiccup)
+        # would be reclaimed and run twice.
+        raise SettingsError(
+            f"SWITCHYARD_STALE_AFTER_SECONDS ({settings.stale_after_seconds:g}) must be at "
+            f"least 3 x SWITCHYARD_HEARTBEAT_SECONDS ({settings.heartbeat_seconds:g})")
+    return settings
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings(
+    return check(Settings(
         database_url=env_str("DATABASE_URL", DEFAULT_DATABASE_URL),
         broker_url=env_str("BROKER_URL", DEFAULT_BROKER_URL),
         data_dir=Path(env_str("SWITCHYARD_DATA_DIR", "./.switchyard")),
@@ -178,4 +197,10 @@ def get_settings() -> Settings:
         github_token=env_str("SWITCHYARD_GITHUB_TOKEN", ""),
         ads_api_url=env_str("SWITCHYARD_ADS_API_URL", ""),
         ads_api_key=env_str("SWITCHYARD_ADS_API_KEY", ""),
-    )
+        db_retry_seconds=env_float("SWITCHYARD_DB_RETRY_SECONDS", 60.0, minimum=0.0),
+        free_retry_max=env_int("SWITCHYARD_FREE_RETRY_MAX", 100, minimum=0),
+        free_retry_max_seconds=env_float("SWITCHYARD_FREE_RETRY_MAX_SECONDS", 6 * 3600.0),
+        retry_after_max_seconds=env_float("SWITCHYARD_RETRY_AFTER_MAX_SECONDS", 3600.0,
+                                          minimum=1.0),
+        step_trace_dir=env_str("SWITCHYARD_STEP_TRACE_DIR", ""),
+    ))

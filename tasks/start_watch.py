@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from tasks import store
 from tasks.events import STEP_STARTED, step_data, step_message
@@ -27,7 +27,7 @@ class DeferredStart:
     owner: store.Owner
     seq: int
     name: str
-    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    started_at: datetime  # by the database's clock (JobContext.clock)
     since: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
     written: bool = False
@@ -43,9 +43,9 @@ _cond = threading.Condition()
 _thread: threading.Thread | None = None
 
 
-def defer(owner: store.Owner, seq: int, name: str) -> DeferredStart:
+def defer(owner: store.Owner, seq: int, name: str, started_at: datetime) -> DeferredStart:
     global _thread
-    d = DeferredStart(owner, seq, name)
+    d = DeferredStart(owner, seq, name, started_at)
     with _cond:
         _deferred.add(d)
         if _thread is None or not _thread.is_alive():
@@ -80,7 +80,8 @@ def _write(d: DeferredStart) -> None:
         if d.settled:
             return
         try:
-            cancel = store.checkpoint(d.owner, None, seq=d.seq, name=d.name,
+            # Unnumbered (None): the run's own numbered writes go on in its thread.
+            cancel = store.checkpoint(d.owner, None, None, seq=d.seq, name=d.name,
                                       events=[d.started_event(1)], started_at=d.started_at)
             # A cancel (True) or a lost job (None) wrote no step row: the outcome must
             # then insert it (the deferred upsert), not update a row that is not there.

@@ -11,13 +11,15 @@ step returning and the next write.
 from __future__ import annotations
 
 import json
+import time
 import uuid
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from tasks import pg
 from tasks.events import status_data
+from tasks.sql import MOVED_COLUMNS, owns_run, running_under_key
 from tasks.status import IllegalTransition, JobStatus, can_transition, guard
 
 S = JobStatus
@@ -31,6 +33,21 @@ class RecordedStep:
 
 
 @dataclass(frozen=True)
+class DbClock:
+    """The database's clock, read at the claim and carried forward by the monotonic clock.
+
+    Every due time a run computes (a sleep's end) comes from here, never from the
+    worker's wall clock, which may be seconds off the database's.
+    """
+
+    at_claim: datetime
+    mono_at_claim: float = field(default_factory=time.monotonic)
+
+    def now(self) -> datetime:
+        return self.at_claim + timedelta(seconds=time.monotonic() - self.mono_at_claim)
+
+
+@dataclass(frozen=True)
 class ClaimedJob:
     id: uuid.UUID
     project_id: uuid.UUID
@@ -41,24 +58,27 @@ class ClaimedJob:
     timeout_seconds: int | None
     steps: tuple[RecordedStep, ...]
     # Asked to cancel before this attempt began (then reclaimed, or handed back at shutdown).
-    cancel_requested: bool = False
-    locked_at: datetime | None = None
+    cancel_requested: bool
+    token: uuid.UUID
+    clock: DbClock
+    # Retries so far that cost no attempt, and how long ago the first of them was.
+    free_retries: int = 0
+    free_retry_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
 class Owner:
-    """What proves this worker still owns this attempt of the job."""
+    """What proves a run still owns its job: the token its claim wrote on the row.
+
+    A duplicate, stale or early delivery never gets this run's token, and a run
+    handed back or reclaimed loses it, so no write of one run can land for another.
+    """
 
     job_id: uuid.UUID
-    worker: str
-    attempt: int
-    # The claim's time: unlike the attempt number (reset by a manual retry) it never
-    # repeats, so a thread left over from an earlier run can never pass for this one.
-    locked_at: datetime | None = None
+    token: uuid.UUID
 
     def params(self) -> dict[str, Any]:
-        return {"id": self.job_id, "worker": self.worker, "attempt": self.attempt,
-                "locked_at": self.locked_at}
+        return {"id": self.job_id, "token": self.token}
 
 
 @dataclass(frozen=True)
@@ -76,57 +96,94 @@ class PendingStep:
 
 _RUNNING_EVENT = status_data(S.RUNNING, S.QUEUED)
 
+# The claim writes a token of the claimant's making, so a claim retried after a lost
+# connection finds its own committed claim (the second SELECT) instead of nothing.
 _CLAIM = f"""
 WITH claimed AS (
     UPDATE agent_jobs SET status = 'running', attempts = attempts + 1, locked_by = %(worker)s,
+        claim_token = %(token)s, write_seq = 0,
         locked_at = now(), heartbeat_at = now(), started_at = COALESCE(started_at, now()),
         updated_at = now()
     WHERE id = %(id)s AND {guard(S.QUEUED, S.RUNNING)} AND run_after <= now()
       AND <concurrency>
     RETURNING id, project_id, job_type, payload, attempts, max_attempts, timeout_seconds,
-        cancel_requested, locked_at
+        cancel_requested, locked_at, free_retries, free_retry_since
 ), ev AS (
     INSERT INTO agent_job_events (job_id, project_id, type, message, data)
     SELECT id, project_id, 'status', 'running', '{_RUNNING_EVENT}'::jsonb FROM claimed
+), mine AS (
+    SELECT * FROM claimed
+    UNION ALL
+    SELECT id, project_id, job_type, payload, attempts, max_attempts, timeout_seconds,
+        cancel_requested, locked_at, free_retries, free_retry_since
+    FROM agent_jobs WHERE {owns_run()} AND write_seq = 0
 )
-SELECT c.id, c.project_id, c.job_type, c.payload, c.attempts, c.max_attempts, c.timeout_seconds,
+SELECT c.id, c.project_id, c.job_type, c.payload, c.attempts AS attempt, c.max_attempts,
+    c.timeout_seconds, c.cancel_requested, c.locked_at, c.free_retries,
+    COALESCE(extract(epoch FROM now() - c.free_retry_since), 0)::float8 AS free_retry_seconds,
     (SELECT COALESCE(jsonb_agg(jsonb_build_array(s.name, s.status, s.output) ORDER BY s.seq),
                      '[]'::jsonb)
-     FROM job_steps s WHERE s.job_id = c.id), c.cancel_requested, c.locked_at
-FROM claimed c
+     FROM job_steps s WHERE s.job_id = c.id) AS steps
+FROM mine c
 """
 CLAIM_UNKEYED = _CLAIM.replace("<concurrency>", "concurrency_key IS NULL")
 # Taken under an advisory lock on the key, so the count cannot race.
 CLAIM_KEYED = _CLAIM.replace(
     "<concurrency>",
     "concurrency_key = %(key)s AND (SELECT count(*) FROM agent_jobs r "
-    "WHERE r.concurrency_key = %(key)s AND r.status = 'running') < concurrency_limit",
+    f"WHERE {running_under_key('%(key)s')}) < concurrency_limit",
 )
 
+KEY_OF_DUE = """
+SELECT concurrency_key FROM agent_jobs
+WHERE id = %s AND status = 'queued' AND run_after <= now() AND concurrency_key IS NOT NULL
+"""
+# How long until a queued job is due, by the database's clock (a retry's countdown ran
+# on a worker's, so its wake-up may come early).
+DUE_IN = """
+SELECT extract(epoch FROM run_after - now())::float8 AS due_in FROM agent_jobs
+WHERE id = %s AND status = 'queued' AND run_after > now()
+"""
 
-def _claimed(row: tuple[Any, ...]) -> ClaimedJob:
-    steps = tuple(RecordedStep(n, st, out) for n, st, out in row[7])
-    return ClaimedJob(row[0], row[1], row[2], row[3], row[4], row[5], row[6], steps, row[8],
-                      row[9])
+
+def _claimed(row: dict[str, Any], token: uuid.UUID) -> ClaimedJob:
+    steps = tuple(RecordedStep(n, st, out) for n, st, out in row["steps"])
+    return ClaimedJob(
+        id=row["id"], project_id=row["project_id"], job_type=row["job_type"],
+        payload=row["payload"], attempt=row["attempt"], max_attempts=row["max_attempts"],
+        timeout_seconds=row["timeout_seconds"], steps=steps,
+        cancel_requested=row["cancel_requested"], token=token, clock=DbClock(row["locked_at"]),
+        free_retries=row["free_retries"], free_retry_seconds=row["free_retry_seconds"])
 
 
 def claim(job_id: uuid.UUID | str, worker: str) -> ClaimedJob | None:
-    """Compare-and-set queued -> running. None: a duplicate, stale or early delivery."""
-    row = pg.fetch_one(CLAIM_UNKEYED, {"id": job_id, "worker": worker})
+    """Compare-and-set queued -> running under a fresh claim token.
+
+    None: a duplicate, stale or early delivery, or a key with no free slot.
+    """
+    token = uuid.uuid4()
+    params = {"id": job_id, "worker": worker, "token": token}
+    row = pg.persist_one(CLAIM_UNKEYED, params)
     if row is not None:
-        return _claimed(row)
-    probe = pg.fetch_one(
-        "SELECT concurrency_key FROM agent_jobs WHERE id = %s AND status = 'queued' "
-        "AND run_after <= now() AND concurrency_key IS NOT NULL",
-        (job_id,),
-    )
+        return _claimed(row, token)
+    probe = pg.persist_one(KEY_OF_DUE, (job_id,))
     if probe is None:
         return None
-    with pg.transaction() as conn:
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (probe[0],))
-        params = {"id": job_id, "worker": worker, "key": probe[0]}
-        row = conn.execute(CLAIM_KEYED, params).fetchone()
-    return _claimed(row) if row is not None else None
+    params["key"] = probe["concurrency_key"]
+
+    def keyed() -> dict[str, Any] | None:
+        with pg.transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (params["key"],))
+            return pg.as_dict(conn.execute(CLAIM_KEYED, params))
+
+    row = pg.persisting(keyed)
+    return _claimed(row, token) if row is not None else None
+
+
+def due_in(job_id: uuid.UUID | str) -> float | None:
+    """Seconds until a queued job is due; None when it is not queued or already due."""
+    row = pg.persist_one(DUE_IN, (job_id,))
+    return None if row is None else float(row["due_in"])
 
 
 # A step's outcome: an update of the row its start wrote, or an upsert when its
@@ -134,7 +191,7 @@ def claim(job_id: uuid.UUID | str, worker: str) -> ClaimedJob | None:
 DONE_STEP = """
     UPDATE job_steps SET status = %(done_status)s::text, output = %(done_output)s::jsonb,
         error = %(done_error)s::text, finished_at = now()
-    WHERE job_id = (SELECT id FROM job) AND seq = %(done_seq)s::int
+    WHERE job_id = (SELECT id FROM <JOB>) AND seq = %(done_seq)s::int
 """
 DONE_DEFERRED_STEP = """
     INSERT INTO job_steps (job_id, seq, name, status, output, error, attempts, started_at,
@@ -142,7 +199,7 @@ DONE_DEFERRED_STEP = """
     SELECT id, %(done_seq)s::int, %(done_name)s::text, %(done_status)s::text,
         %(done_output)s::jsonb, %(done_error)s::text, 1,
         COALESCE(%(done_started)s::timestamptz, now()), now()
-    FROM job WHERE %(done_seq)s::int IS NOT NULL
+    FROM <JOB> WHERE %(done_seq)s::int IS NOT NULL
     ON CONFLICT (job_id, seq) DO UPDATE SET status = EXCLUDED.status, output = EXCLUDED.output,
         error = EXCLUDED.error, finished_at = now(),
         attempts = job_steps.attempts + %(done_bump)s::int,
@@ -152,33 +209,41 @@ DONE_DEFERRED_STEP = """
 
 # One statement for every write a running job makes between claim and finish:
 # an optional pending step outcome, an optional new step start, optional extra
-# events. It writes nothing unless the row still says we own this attempt, and
-# it tells the caller whether a cancel was requested.
-CHECKPOINT = """
+# events. It locks the job's row and writes nothing unless the row still says this
+# run owns it (a reclaim that committed after this statement began is seen), and
+# it tells the caller whether a cancel was requested. `write_seq` makes it
+# idempotent: re-run after a lost connection, a write that already landed writes
+# nothing more. A write without a number (the start watcher's) always applies.
+CHECKPOINT = f"""
 WITH job AS (
-    SELECT id, project_id, cancel_requested FROM agent_jobs
-    WHERE id = %(id)s AND status = 'running' AND locked_by = %(worker)s AND attempts = %(attempt)s
-      AND locked_at IS NOT DISTINCT FROM %(locked_at)s::timestamptz
+    SELECT id, project_id, cancel_requested,
+        (%(wseq)s::int IS NULL OR write_seq < %(wseq)s::int) AS fresh
+    FROM agent_jobs WHERE {owns_run()}
+    FOR NO KEY UPDATE
+), bump AS (
+    UPDATE agent_jobs SET write_seq = COALESCE(%(wseq)s::int, write_seq), heartbeat_at = now()
+    WHERE id = (SELECT id FROM job WHERE fresh)
+), fresh AS (SELECT * FROM job WHERE fresh
 ), done AS (<DONE>), started AS (
     INSERT INTO job_steps (job_id, seq, name, status, attempts, started_at)
     SELECT id, %(seq)s::int, %(name)s::text, 'running', 1,
-        COALESCE(%(started_at)s::timestamptz, now()) FROM job
+        COALESCE(%(started_at)s::timestamptz, now()) FROM fresh
     WHERE %(seq)s::int IS NOT NULL AND NOT cancel_requested
     ON CONFLICT (job_id, seq) DO UPDATE SET status = 'running', name = EXCLUDED.name,
         attempts = job_steps.attempts + 1, started_at = EXCLUDED.started_at, finished_at = NULL,
         output = NULL, error = NULL
 ), ev AS (
     INSERT INTO agent_job_events (job_id, project_id, type, message, data)
-    SELECT job.id, job.project_id, e.type, e.message, e.data::jsonb
-    FROM job CROSS JOIN jsonb_to_recordset(%(events)s::jsonb)
+    SELECT f.id, f.project_id, e.type, e.message, e.data::jsonb
+    FROM fresh f CROSS JOIN jsonb_to_recordset(%(events)s::jsonb)
         AS e(ord int, type text, message text, data text, unless_canceled bool)
-    WHERE NOT (e.unless_canceled AND job.cancel_requested)
+    WHERE NOT (e.unless_canceled AND f.cancel_requested)
     ORDER BY e.ord
 )
 SELECT cancel_requested FROM job
 """
-CHECKPOINTS = (CHECKPOINT.replace("<DONE>", DONE_STEP),
-               CHECKPOINT.replace("<DONE>", DONE_DEFERRED_STEP))
+CHECKPOINTS = tuple(CHECKPOINT.replace("<DONE>", done.replace("<JOB>", "fresh"))
+                    for done in (DONE_STEP, DONE_DEFERRED_STEP))
 
 
 def event(ord_: int, type_: str, message: str, data: str, *, unless_canceled: bool = False) -> dict:
@@ -202,20 +267,33 @@ def _done_params(pending: PendingStep | None) -> dict[str, Any]:
 
 
 def checkpoint(
-    owner: Owner, pending: PendingStep | None, *, seq: int | None = None, name: str | None = None,
-    events: list[dict] | None = None, started_at: datetime | None = None,
+    owner: Owner, wseq: int | None, pending: PendingStep | None, *, seq: int | None = None,
+    name: str | None = None, events: list[dict] | None = None,
+    started_at: datetime | None = None,
 ) -> bool | None:
-    """Write; return cancel_requested, or None when this worker no longer owns the job."""
+    """Write; return cancel_requested, or None when this run no longer owns the job.
+
+    `wseq`: this write's number in the run (None: unnumbered, applied every time).
+    A lost connection is retried (tasks.pg.persist_one): the write is idempotent.
+    """
     params = owner.params() | _done_params(pending)
-    params |= {"seq": seq, "name": name, "events": json.dumps(events or []),
+    params |= {"wseq": wseq, "seq": seq, "name": name, "events": json.dumps(events or []),
                "started_at": started_at}
-    row = pg.fetch_one(CHECKPOINTS[_deferred(pending)], params)
-    return None if row is None else bool(row[0])
+    row = pg.persist_one(CHECKPOINTS[_deferred(pending)], params)
+    return None if row is None else bool(row["cancel_requested"])
 
 
+_FINISHED_COLUMNS = MOVED_COLUMNS
+
+# Like CHECKPOINT, fenced by the run's token and idempotent: re-run after it landed,
+# the UPDATE finds the job no longer running and the second SELECT returns the row
+# this run's own finish left (its token and this write's number), so the caller
+# still learns the outcome. (Both SELECTs read the statement's snapshot: on the
+# first run the row still says running, and only the first returns it.)
 _FINISH = f"""
 WITH job AS (
     UPDATE agent_jobs SET status = %(status)s::text, updated_at = now(),
+        write_seq = %(wseq)s::int,
         result = COALESCE(%(result)s::jsonb, result),
         last_error = COALESCE(%(error)s::text, last_error),
         completed_at = CASE WHEN %(terminal)s::bool THEN now() END,
@@ -224,11 +302,13 @@ WITH job AS (
         dispatched_at = CASE WHEN %(delay)s::float8 IS NULL THEN dispatched_at
                              ELSE now() + make_interval(secs => %(delay)s::float8) END,
         attempts = attempts - %(refund)s::int,
+        free_retries = free_retries + %(free)s::int,
+        free_retry_since = CASE WHEN %(free)s::int = 1 THEN COALESCE(free_retry_since, now())
+                                ELSE free_retry_since END,
         wake_at = %(wake_at)s::timestamptz, wait_for = %(wait_for)s::uuid[],
         wait_reason = %(wait_reason)s::text
-    WHERE id = %(id)s AND {guard(S.RUNNING, S.COMPLETED)} AND locked_by = %(worker)s
-      AND attempts = %(attempt)s AND locked_at IS NOT DISTINCT FROM %(locked_at)s::timestamptz
-    RETURNING id, project_id, parent_job_id, concurrency_key, queue, priority, cancel_requested
+    WHERE {owns_run()} AND {guard(S.RUNNING, S.COMPLETED)}
+    RETURNING {_FINISHED_COLUMNS}
 ), done AS (<DONE>), ev AS (
     INSERT INTO agent_job_events (job_id, project_id, type, message, data)
     SELECT job.id, job.project_id, e.type, e.message, e.data::jsonb
@@ -236,13 +316,20 @@ WITH job AS (
         AS e(ord int, type text, message text, data text)
     ORDER BY e.ord
 )
-SELECT id, project_id, parent_job_id, concurrency_key, queue, priority, cancel_requested FROM job
+SELECT {_FINISHED_COLUMNS} FROM job
+UNION ALL
+SELECT {_FINISHED_COLUMNS} FROM agent_jobs
+WHERE id = %(id)s AND claim_token = %(token)s AND write_seq = %(wseq)s::int
+  AND status <> 'running'
 """
-FINISHES = (_FINISH.replace("<DONE>", DONE_STEP), _FINISH.replace("<DONE>", DONE_DEFERRED_STEP))
+FINISHES = tuple(_FINISH.replace("<DONE>", done.replace("<JOB>", "job"))
+                 for done in (DONE_STEP, DONE_DEFERRED_STEP))
 
 
 @dataclass(frozen=True)
 class Finished:
+    """A job that just left `running` (or any other status): what follows the move needs this."""
+
     id: uuid.UUID
     project_id: uuid.UUID
     parent_job_id: uuid.UUID | None
@@ -250,27 +337,37 @@ class Finished:
     queue: str
     priority: int
     # A cancel that landed after the last checkpoint: the runner must not park or retry.
-    cancel_requested: bool = False
+    cancel_requested: bool
+    status: JobStatus
+    was: JobStatus = S.RUNNING
+    countdown: float | None = None  # a retry's delay: its wake-up is published with it
+
+    @classmethod
+    def of(cls, row: dict[str, Any], was: JobStatus = S.RUNNING, **extra: Any) -> Finished:
+        return cls(id=row["id"], project_id=row["project_id"], parent_job_id=row["parent_job_id"],
+                   concurrency_key=row["concurrency_key"], queue=row["queue"],
+                   priority=row["priority"], cancel_requested=row["cancel_requested"],
+                   status=JobStatus(row["status"]), was=was, **extra)
 
 
 def finish(
-    owner: Owner, new: JobStatus, pending: PendingStep | None, events: list[dict], *,
+    owner: Owner, wseq: int, new: JobStatus, pending: PendingStep | None, events: list[dict], *,
     result: str | None = None, error: str | None = None, delay: float | None = None,
-    refund_attempt: bool = False, wake_at: datetime | None = None,
+    refund_attempt: bool = False, free_retry: bool = False, wake_at: datetime | None = None,
     wait_for: list[str] | None = None, wait_reason: str | None = None,
 ) -> Finished | None:
     """Move a running job on (completed, failed, canceled, queued, waiting). None: not ours."""
     if not can_transition(S.RUNNING, new):
         raise IllegalTransition(f"running -> {new}")
     params = owner.params() | _done_params(pending) | {
-        "status": new.value, "result": result, "error": error,
+        "wseq": wseq, "status": new.value, "result": result, "error": error,
         "terminal": new in (S.COMPLETED, S.FAILED, S.CANCELED), "delay": delay,
-        "refund": 1 if refund_attempt else 0, "wake_at": wake_at, "wait_for": wait_for,
-        "wait_reason": wait_reason,
+        "refund": 1 if refund_attempt else 0, "free": 1 if free_retry else 0,
+        "wake_at": wake_at, "wait_for": wait_for, "wait_reason": wait_reason,
         "events": json.dumps(events),
     }
-    row = pg.fetch_one(FINISHES[_deferred(pending)], params)
-    return Finished(*row) if row is not None else None
+    row = pg.persist_one(FINISHES[_deferred(pending)], params)
+    return Finished.of(row, countdown=delay) if row is not None else None
 
 
 def peek_queue(job_id: uuid.UUID | str) -> tuple[str, int] | None:

@@ -8,37 +8,74 @@ harmless: a PostgreSQL advisory lock (no two sweeps at once) and a row per
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import psycopg
+from psycopg.rows import dict_row
 
 from tasks import approvals, control, lifecycle, pg
-from tasks.dispatch import dispatch_quietly
+from tasks.dispatch import broker_depth, dispatch_quietly
 from tasks.settings import get_settings
-from tasks.status import TERMINAL, JobStatus, guard, sql_list
+from tasks.sql import lit, moved_columns, ready_to_resume, status_event
+from tasks.status import JobStatus, guard
+from tasks.store import Finished
 
 log = logging.getLogger(__name__)
 S = JobStatus
 SWEEP_LOCK = 0x5357_4545  # "SWEE": the advisory lock every sweep run takes
 BATCH = 500
 
-DISPATCH_DUE = f"""
+def _dispatch(condition: str) -> str:
+    """Mark queued jobs matching `condition` dispatched now; the caller publishes them."""
+    return f"""
 WITH due AS (
     SELECT id FROM agent_jobs
-    WHERE status = 'queued' AND run_after <= now()
-      AND (dispatched_at IS NULL OR dispatched_at < run_after
-           OR dispatched_at < now() - make_interval(secs => %(redispatch)s))
+    WHERE status = 'queued' AND run_after <= now() AND {condition}
     ORDER BY priority DESC, run_after LIMIT {BATCH} FOR UPDATE SKIP LOCKED
 )
 UPDATE agent_jobs j SET dispatched_at = now() FROM due WHERE j.id = due.id
-RETURNING j.id, j.queue, j.priority
+RETURNING {moved_columns("j")}
 """
 
 
+DISPATCH_DUE = _dispatch(
+    "(dispatched_at IS NULL OR dispatched_at < run_after "
+    "OR dispatched_at < now() - make_interval(secs => %(redispatch)s))")
+
+# A job is "sent but not seen" when its wake-up went out a sweep interval ago and it
+# is still queued. If the broker's queue is empty at the same time, the wake-ups were
+# lost (a wiped or restarted broker): send them again now, not a redispatch period
+# later. A wake-up a busy worker prefetched looks the same; its duplicate is harmless.
+SENT_NOT_SEEN = ("dispatched_at < now() - make_interval(secs => %(lag)s) "
+                 "AND run_after <= now() - make_interval(secs => %(lag)s)")
+QUEUES_SENT_NOT_SEEN = (f"SELECT DISTINCT queue FROM agent_jobs "
+                        f"WHERE status = 'queued' AND {SENT_NOT_SEEN}")
+REDISPATCH_LOST = _dispatch(f"queue = ANY(%(queues)s) AND {SENT_NOT_SEEN}")
+
+
+def _redispatch_lost(conn: psycopg.Connection, params: dict) -> list[dict]:
+    queues = [row[0] for row in conn.execute(QUEUES_SENT_NOT_SEEN, params)]
+    empty = []
+    for queue in queues:
+        try:
+            if broker_depth(queue) == 0:
+                empty.append(queue)
+        except Exception:
+            log.warning("could not read the broker's depth of %s", queue, exc_info=True,
+                        extra={"action": "broker_depth_failed", "queue": queue})
+    if not empty:
+        return []
+    return list(conn.cursor(row_factory=dict_row).execute(REDISPATCH_LOST,
+                                                          params | {"queues": empty}))
+
+
 def _move_running(condition: str, error: str, retry: bool) -> str:
-    """Take running jobs that match `condition` away from their worker, with events."""
+    """Take running jobs that match `condition` away from their worker, with events.
+
+    A crash costs the attempt its claim counted (no refund), so a job out of
+    attempts fails instead of going round again.
+    """
     new = "CASE WHEN attempts < max_attempts THEN 'queued' ELSE 'failed' END" if retry \
         else "'failed'"
     assert guard(S.RUNNING, S.QUEUED) and guard(S.RUNNING, S.FAILED)  # both edges exist
@@ -51,19 +88,13 @@ WITH picked AS (
         dispatched_at = now(), updated_at = now(),
         completed_at = CASE WHEN {new} = 'failed' THEN now() END
     FROM picked WHERE j.id = picked.id
-    RETURNING j.id, j.project_id, j.queue, j.priority, j.status, j.parent_job_id,
-        j.concurrency_key, j.last_error
+    RETURNING {moved_columns("j")}, j.last_error
 ), steps AS (
     UPDATE job_steps SET status = 'failed', error = 'interrupted: ' || moved.last_error,
         finished_at = now()
     FROM moved WHERE job_steps.job_id = moved.id AND job_steps.status = 'running'
-), ev AS (
-    INSERT INTO agent_job_events (job_id, project_id, type, message, data)
-    SELECT id, project_id, 'status', status,
-        jsonb_build_object('status', status, 'from', 'running', 'reason', last_error)
-    FROM moved
-)
-SELECT id, queue, priority, status, parent_job_id, concurrency_key FROM moved
+), ev AS ({status_event("moved", "status", lit("running"), "last_error")})
+SELECT * FROM moved
 """
 
 
@@ -78,36 +109,40 @@ EXPIRE_TIMEOUTS = _move_running(
     "'JobTimeout: still running ' || timeout_seconds || 's after it started'",
     retry=False,
 )
-READY_TO_RESUME = f"""
-SELECT id FROM agent_jobs p WHERE status = 'waiting'
-  AND (p.wake_at IS NULL OR p.wake_at <= now())
-  AND NOT EXISTS (SELECT 1 FROM agent_jobs c WHERE c.id = ANY(p.wait_for)
-                  AND c.status NOT IN {sql_list(TERMINAL)})
-LIMIT {BATCH}
-"""
+READY_TO_RESUME = f"SELECT id FROM agent_jobs p WHERE {ready_to_resume('p')} LIMIT {BATCH}"
 
 
 @dataclass(frozen=True)
 class Sweep:
     name: str
-    run: Callable[[psycopg.Connection, dict], list[tuple]]
+    run: Callable[[psycopg.Connection, dict], list[dict]]
 
 
-def _query(sql: str) -> Callable[[psycopg.Connection, dict], list[tuple]]:
-    return lambda conn, params: conn.execute(sql, params).fetchall()
+def _query(sql: str) -> Callable[[psycopg.Connection, dict], list[dict]]:
+    return lambda conn, params: list(conn.cursor(row_factory=dict_row).execute(sql, params))
 
 
 SWEEPS: tuple[Sweep, ...] = (
     Sweep("reclaim_stale", _query(RECLAIM_STALE)),
     Sweep("expire_timeouts", _query(EXPIRE_TIMEOUTS)),
     Sweep("dispatch_due", _query(DISPATCH_DUE)),
+    Sweep("redispatch_lost", _redispatch_lost),
     Sweep("resume_waiting", _query(READY_TO_RESUME)),
     Sweep("expire_approvals", _query(approvals.EXPIRE_DUE)),
 )
 
+# The tick by the database's clock: beats on hosts whose clocks disagree still agree
+# on which tick it is, so a sweep runs once per tick whoever runs it.
+DB_TICK = "SELECT floor(extract(epoch FROM now()) / %s)::bigint"
+
 
 def current_tick(now: float | None = None) -> int:
-    return int((time.time() if now is None else now) // get_settings().sweep_seconds)
+    """The tick of `now` (seconds since the epoch); without it, the database's tick."""
+    if now is not None:
+        return int(now // get_settings().sweep_seconds)
+    row = pg.fetch_one(DB_TICK, (get_settings().sweep_seconds,))
+    assert row is not None
+    return int(row[0])
 
 
 def run_sweeps(tick: int | None = None) -> dict[str, int | None]:
@@ -115,8 +150,8 @@ def run_sweeps(tick: int | None = None) -> dict[str, int | None]:
     settings = get_settings()
     tick = current_tick() if tick is None else tick
     params = {"stale": settings.stale_after_seconds,
-              "redispatch": settings.redispatch_after_seconds}
-    found: dict[str, list[tuple]] = {}
+              "redispatch": settings.redispatch_after_seconds, "lag": settings.sweep_seconds}
+    found: dict[str, list[dict]] = {}
     with pg.transaction() as conn:
         if not conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (SWEEP_LOCK,)).fetchone()[0]:
             return {s.name: None for s in SWEEPS}
@@ -135,20 +170,16 @@ def run_sweeps(tick: int | None = None) -> dict[str, int | None]:
     return {s.name: len(found[s.name]) if s.name in found else None for s in SWEEPS}
 
 
-def _after_commit(found: dict[str, list[tuple]]) -> None:
+def _after_commit(found: dict[str, list[dict]]) -> None:
     """Publish and wake only once the sweep's changes are committed."""
     for name in ("reclaim_stale", "expire_timeouts"):
-        for job_id, queue, priority, status, parent, key in found.get(name, []):
-            log.warning("%s: %s is now %s", name, job_id, status,
-                        extra={"action": name, "job_id": str(job_id), "status": status})
-            if status == S.QUEUED:
-                dispatch_quietly(job_id, queue, priority)
-            if parent is not None and status in TERMINAL:
-                control.resume_if_ready(parent)
-            if key is not None:
-                control.wake_next_for_key(key)
-    for job_id, queue, priority in found.get("dispatch_due", []):
-        dispatch_quietly(job_id, queue, priority)
-    waiting = [row[0] for row in found.get("resume_waiting", [])]
+        for row in found.get(name, []):
+            log.warning("%s: %s is now %s", name, row["id"], row["status"],
+                        extra={"action": name, "job_id": str(row["id"]), "status": row["status"]})
+            control.after_transition(Finished.of(row))
+    for name in ("dispatch_due", "redispatch_lost"):
+        for row in found.get(name, []):
+            dispatch_quietly(row["id"], row["queue"], row["priority"])
+    waiting = [row["id"] for row in found.get("resume_waiting", [])]
     if waiting:
         control.resume_if_ready(*waiting)

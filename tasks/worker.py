@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from celery import signals
 
-from tasks import lifecycle, runner, schedules, sweeps
+from tasks import control, lifecycle, runner, schedules, sweeps
 from tasks.celery_app import RUN_JOB, SCHEDULE, SWEEP, app
-from tasks.dispatch import dispatch_quietly
+from tasks.store import Finished
 
 
 @app.task(name=RUN_JOB, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -24,6 +24,11 @@ def schedule(job_type: str) -> dict[str, int]:
     return schedules.enqueue_scheduled([job_type])
 
 
+@signals.worker_init.connect
+def _on_worker_init(**_: object) -> None:
+    lifecycle.pin_worker_id()  # before a prefork pool forks: its children share the id
+
+
 @signals.worker_ready.connect
 def _on_worker_ready(sender=None, **_: object) -> None:
     queues = [q.name for q in sender.app.amqp.queues.consume_from.values()] if sender else []
@@ -37,5 +42,5 @@ def _on_shutting_down(**_: object) -> None:
 
 @signals.worker_shutdown.connect
 def _on_shutdown(**_: object) -> None:
-    for job_id, queue, priority in lifecycle.release_all():
-        dispatch_quietly(job_id, queue, priority)
+    for row in lifecycle.release_all():
+        control.after_transition(Finished.of(row))

@@ -6,6 +6,7 @@ import time
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tasks.context import JobContext
 from tasks.errors import RetryableError
 from tasks.registry import JobType, register
 from tasks.retry import RetryPolicy
@@ -17,6 +18,10 @@ class CanaryPayload(BaseModel):
     steps: int = Field(3, ge=1, le=1000)
     step_seconds: float = Field(0.0, ge=0, le=60)
     fail_first_attempts: int = Field(0, ge=0, le=100)
+    # After the first step: a durable timer (0 = none), then that many 1-step child
+    # canaries waited for (0 = none). Waiting costs no attempt: these show it.
+    sleep_seconds: float = Field(0.0, ge=0, le=86400)
+    children: int = Field(0, ge=0, le=100)
 
 
 def _step(n: int, seconds: float, fail: bool) -> dict[str, int]:
@@ -27,13 +32,24 @@ def _step(n: int, seconds: float, fail: bool) -> dict[str, int]:
     return {"n": n}
 
 
-def handle(ctx, payload: CanaryPayload) -> dict[str, int]:
+def handle(ctx: JobContext, payload: CanaryPayload) -> dict[str, int]:
     failing = ctx.attempt <= payload.fail_first_attempts
     for n in range(1, payload.steps + 1):
         # The last step is the one that fails, so a retry shows replay at work:
         # every earlier step comes back from the database without running.
         ctx.step(f"step-{n}", _step, n, payload.step_seconds, failing and n == payload.steps)
+        if n == 1:
+            _wait_after_first(ctx, payload)
     return {"steps": payload.steps, "attempt": ctx.attempt}
+
+
+def _wait_after_first(ctx: JobContext, payload: CanaryPayload) -> None:
+    if payload.sleep_seconds:
+        ctx.sleep(payload.sleep_seconds)
+    if payload.children:
+        kids = [ctx.spawn("system.canary", {"steps": 1, "step_seconds": payload.step_seconds})
+                for _ in range(payload.children)]
+        ctx.wait(kids)
 
 
 JOB_TYPE = register(

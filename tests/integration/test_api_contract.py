@@ -331,7 +331,8 @@ def test_a_job_is_accepted_with_its_urls_and_read_back(alice):
                                 "max_attempts", "priority", "payload", "result", "steps")} == {
         "id": jid, "project_id": alice.project, "job_type": "system.canary",
         "status": "queued", "attempts": 0, "max_attempts": 2, "priority": 7,
-        "payload": {"steps": 2, "step_seconds": 0.0, "fail_first_attempts": 0},
+        "payload": {"steps": 2, "step_seconds": 0.0, "fail_first_attempts": 0,
+                    "sleep_seconds": 0.0, "children": 0},
         "result": None, "steps": []}
     for key in ("last_error", "created_at", "started_at", "completed_at", "parent_job_id"):
         assert key in job

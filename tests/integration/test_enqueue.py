@@ -58,7 +58,8 @@ def test_enqueue_stores_defaults_and_options(project):
                                   concurrency_key="c", concurrency_limit=3, timeout_seconds=30),
                    publish=False)
     row = job(done.job_id)
-    assert row["payload"] == {"steps": 2, "step_seconds": 0.0, "fail_first_attempts": 0}
+    assert row["payload"] == {"steps": 2, "step_seconds": 0.0, "fail_first_attempts": 0,
+                              "sleep_seconds": 0.0, "children": 0}
     assert (row["priority"], row["max_attempts"], row["concurrency_key"],
             row["concurrency_limit"], row["timeout_seconds"]) == (8, 7, "c", 3, 30)
     assert (row["status"], row["attempts"], row["queue"]) == ("queued", 0, "default")

@@ -460,7 +460,8 @@ def test_a_job_over_budget_waits_until_midnight(worker, fake_anthropic, project)
     job_id = new_job(project, "test.llm_call", {"base_url": fake_anthropic.url})
 
     row = wait_for(job_id, "waiting")
+    # Parked by the budget, not failed: the wait costs no attempt
     assert (row["wait_reason"], row["wake_at"], row["attempts"]) == (
-        "llm_budget", next_utc_midnight(), 1)
+        "llm_budget", next_utc_midnight(), 0)
     assert fake_anthropic.count == 0
     assert job(job_id)["last_error"] is None

@@ -13,7 +13,8 @@ from tests.integration.jobdb import new_job
 def test_the_heartbeat_covers_only_jobs_this_process_is_running(project) -> None:
     # Given a job claimed by this process whose run was abandoned (nothing is running it)
     job_id = new_job(project, publish=False)
-    assert store.claim(job_id, lifecycle.worker_id()) is not None
+    claimed = store.claim(job_id, lifecycle.worker_id())
+    assert claimed is not None
     pg.fetch("UPDATE agent_jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = %s",
              (job_id,))
     # When the process beats
@@ -23,11 +24,11 @@ def test_the_heartbeat_covers_only_jobs_this_process_is_running(project) -> None
                          "WHERE id = %s", (job_id,))[0]
     assert stale
     # While a job that is running here is kept fresh
-    lifecycle.running(str(job_id))
+    lifecycle.holding(claimed.token, claimed.id)
     try:
         lifecycle.beat_once()
     finally:
-        lifecycle.done_running(str(job_id))
+        lifecycle.released(claimed.token)
     fresh = pg.fetch_one("SELECT heartbeat_at > now() - interval '1 minute' FROM agent_jobs "
                          "WHERE id = %s", (job_id,))[0]
     assert fresh
@@ -43,11 +44,11 @@ def test_a_thread_from_before_a_manual_retry_cannot_write_for_the_new_run(projec
     # When the same process claims it again: attempt 1 again, same worker id
     second = store.claim(job_id, "host:1")
     assert second is not None and second.attempt == first.attempt
-    old = store.Owner(job_id, "host:1", first.attempt, first.locked_at)
-    new = store.Owner(job_id, "host:1", second.attempt, second.locked_at)
+    old = store.Owner(job_id, first.token)
+    new = store.Owner(job_id, second.token)
     # Then the old run's writes are refused, the new run's accepted
-    assert store.checkpoint(old, None, seq=1, name="step-1") is None
-    assert store.checkpoint(new, None, seq=1, name="step-1") is False
+    assert store.checkpoint(old, 1, None, seq=1, name="step-1") is None
+    assert store.checkpoint(new, 1, None, seq=1, name="step-1") is False
 
 
 @pytest.mark.parametrize("value", ["half an emoji \ud83d", {"k": ["\udc80"]}])

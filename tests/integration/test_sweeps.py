@@ -23,8 +23,8 @@ from tests.integration.jobdb import (
     wait_for,
 )
 
-NOTHING = {"reclaim_stale": 0, "expire_timeouts": 0, "dispatch_due": 0, "resume_waiting": 0,
-           "expire_approvals": 0}
+NOTHING = {"reclaim_stale": 0, "expire_timeouts": 0, "dispatch_due": 0, "redispatch_lost": 0,
+           "resume_waiting": 0, "expire_approvals": 0}
 
 
 def make_running(job_id, *, heartbeat_age: str = "1 hour", locked_age: str = "1 hour",

@@ -7,6 +7,7 @@ is replaced by a tripwire); running a new step is covered in tests/integration.
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 
@@ -20,6 +21,7 @@ def claimed(*steps: tuple[str, str, object], attempt: int = 2) -> store.ClaimedJ
         id=uuid.uuid4(), project_id=uuid.uuid4(), job_type="system.canary", payload={},
         attempt=attempt, max_attempts=3, timeout_seconds=None,
         steps=tuple(store.RecordedStep(n, s, o) for n, s, o in steps),
+        cancel_requested=False, token=uuid.uuid4(), clock=store.DbClock(datetime.now(UTC)),
     )
 
 

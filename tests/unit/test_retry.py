@@ -14,7 +14,7 @@ from tasks.errors import (
     RetryableError,
     UnknownJobType,
 )
-from tasks.retry import Fail, Retry, RetryPolicy, compute_backoff, decide
+from tasks.retry import Fail, Retry, RetryLimits, RetryPolicy, compute_backoff, decide
 
 NO_JITTER = RetryPolicy(base_seconds=1.0, factor=2.0, max_seconds=300.0, jitter=0.0)
 HALF = RetryPolicy(base_seconds=1.0, factor=2.0, max_seconds=300.0, jitter=0.5)
@@ -94,7 +94,7 @@ BACKOFF_1 = compute_backoff(1, HALF, rand=0.25)
         pytest.param(3, 3, RetryableError("429", delay=7.5), Fail(permanent=False),
                      id="a delay override does not grant extra attempts"),
         pytest.param(3, 3, RetryableError("rate limited", count_attempt=False),
-                     Retry(delay=compute_backoff(3, HALF, 0.25), count_attempt=False),
+                     Retry(delay=compute_backoff(1, HALF, 0.25), count_attempt=False),
                      id="count_attempt=False retries even on the last attempt, attempt refunded"),
         pytest.param(1, 1, RetryableError("rate limited", delay=2.0, count_attempt=False),
                      Retry(delay=2.0, count_attempt=False),
@@ -111,3 +111,46 @@ def test_decide_uses_the_policy_of_the_job_type() -> None:
     slow = RetryPolicy(base_seconds=10.0, factor=10.0, max_seconds=1000.0, jitter=0.0)
     assert decide(3, 5, ValueError(), slow) == Retry(delay=1000.0)
     assert decide(2, 5, ValueError(), slow) == Retry(delay=100.0)
+
+
+FREE = RetryableError("429 with no Retry-After", count_attempt=False)
+
+
+@pytest.mark.parametrize(
+    ("error", "limits", "expected"),
+    [
+        pytest.param(FREE, RetryLimits(free_retries=4), Retry(delay=compute_backoff(5, HALF, 0.25),
+                                                             count_attempt=False),
+                     id="free retries back off on their own count: the attempt stands still"),
+        pytest.param(FREE, RetryLimits(free_retries=100, max_free_retries=100), Fail(
+            permanent=True, reason="gave up after 100 retries that cost no attempt "
+                                   "(SWITCHYARD_FREE_RETRY_MAX)"),
+                     id="free retries stop at their count cap, saying why"),
+        pytest.param(FREE, RetryLimits(free_seconds=7200.0, max_free_seconds=3600.0), Fail(
+            permanent=True, reason="gave up after 7200s of retries that cost no attempt "
+                                   "(SWITCHYARD_FREE_RETRY_MAX_SECONDS)"),
+                     id="free retries stop at their time cap, saying why"),
+        pytest.param(RetryableError("429", delay=365 * 86400.0, count_attempt=False),
+                     RetryLimits(max_delay=3600.0), Retry(delay=3600.0, count_attempt=False),
+                     id="a year of Retry-After is capped (free retry)"),
+        pytest.param(RetryableError("503", delay=365 * 86400.0), RetryLimits(max_delay=3600.0),
+                     Retry(delay=3600.0), id="a year of Retry-After is capped (counted retry)"),
+    ],
+)
+def test_retries_are_bounded(error: BaseException, limits: RetryLimits, expected: object) -> None:
+    assert decide(1, 3, error, HALF, rand=0.25, limits=limits) == expected
+
+
+def test_a_429_without_retry_after_ends_within_the_caps() -> None:
+    # Given a provider that answers 429 with no Retry-After, forever
+    limits, waited, tries = RetryLimits(max_free_retries=50, max_free_seconds=3600.0), 0.0, 0
+    decision = decide(1, 3, FREE, RetryPolicy(), rand=0.5, limits=limits)
+    # When the job retries as decided
+    while isinstance(decision, Retry):
+        tries, waited = tries + 1, waited + decision.delay
+        limits = RetryLimits(free_retries=tries, free_seconds=waited, max_free_retries=50,
+                             max_free_seconds=3600.0)
+        decision = decide(1, 3, FREE, RetryPolicy(), rand=0.5, limits=limits)
+    # Then it fails for good, after backing off instead of hammering once a second
+    assert isinstance(decision, Fail) and decision.permanent and decision.reason
+    assert tries < 50, "the backoff should reach the time cap before the count cap"

@@ -1,0 +1,64 @@
+"""The engine's shared SQL: named predicates and the one builder of status events.
+
+A predicate that several statements need ("this run still owns the job",
+"ready to resume", "running under this key", "a pending approval") is spelled
+once here and used by name, so the statements cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from tasks.status import TERMINAL, sql_list
+
+# What every statement that moves a job returns: what tasks.store.Finished needs.
+_MOVED = ("id", "project_id", "parent_job_id", "concurrency_key", "queue", "priority",
+          "cancel_requested", "status")
+
+
+def moved_columns(alias: str = "") -> str:
+    a = f"{alias}." if alias else ""
+    return ", ".join(f"{a}{c}" for c in _MOVED)
+
+
+MOVED_COLUMNS = moved_columns()
+
+
+def owns_run(alias: str = "") -> str:
+    """The row is running under the claim token %(token)s: the fence of every write of a run."""
+    a = f"{alias}." if alias else ""
+    return f"{a}id = %(id)s AND {a}status = 'running' AND {a}claim_token = %(token)s"
+
+
+def ready_to_resume(alias: str) -> str:
+    """A waiting job whose timer is due (by the database's clock) and whose children are done."""
+    return (f"{alias}.status = 'waiting' AND ({alias}.wake_at IS NULL OR {alias}.wake_at <= now()) "
+            f"AND NOT EXISTS (SELECT 1 FROM agent_jobs c WHERE c.id = ANY({alias}.wait_for) "
+            f"AND c.status NOT IN {sql_list(TERMINAL)})")
+
+
+def running_under_key(key: str, alias: str = "r") -> str:
+    return f"{alias}.concurrency_key = {key} AND {alias}.status = 'running'"
+
+
+def pending_approval(alias: str = "") -> str:
+    """Still awaiting a decision: pending and not expired (by the database's clock)."""
+    a = f"{alias}." if alias else ""
+    return f"{a}status = 'pending' AND ({a}expires_at IS NULL OR {a}expires_at > now())"
+
+
+def status_event(source: str, new: str, old: str, reason: str | None = None) -> str:
+    """INSERT of one `status` event per row of `source` (a CTE with id and project_id).
+
+    `new`, `old` and `reason` are SQL expressions (column names or quoted literals).
+    Every status change the engine writes builds its event here, so the shape of
+    the stream (`{"status", "from", "reason"?}`) is defined once.
+    """
+    data = f"jsonb_build_object('status', {new}, 'from', {old}"
+    data += f", 'reason', {reason})" if reason is not None else ")"
+    return (f"INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
+            f"SELECT id, project_id, 'status', {new}, {data} FROM {source}")
+
+
+def lit(value: str) -> str:
+    """A SQL string literal of a trusted constant (a status name)."""
+    assert "'" not in value
+    return f"'{value}'"

@@ -16,6 +16,7 @@ from typing import Any
 from tasks import pg
 from tasks.enqueue import EnqueueRequest, enqueue
 from tasks.errors import SwitchyardError
+from tasks.sql import pending_approval
 
 DEFAULT_TTL = timedelta(days=7)
 
@@ -48,9 +49,9 @@ def create_approval(project_id: uuid.UUID | str, source_job_id: uuid.UUID | str 
     still pending in the project is reused rather than asked again."""
     digest = args_hash(action.action_type, action.args)
     if not force_new:
-        row = pg.fetch_one("SELECT id FROM approvals WHERE project_id = %s AND args_hash = %s "
-                           "AND status = 'pending' AND (expires_at IS NULL OR expires_at > now()) "
-                           "ORDER BY created_at LIMIT 1", (project_id, digest))
+        row = pg.fetch_one(f"SELECT id FROM approvals WHERE project_id = %s AND args_hash = %s "
+                           f"AND {pending_approval()} ORDER BY created_at LIMIT 1",
+                           (project_id, digest))
         if row is not None:
             return row[0]
     row = pg.fetch_one(
@@ -67,11 +68,10 @@ def create_approval(project_id: uuid.UUID | str, source_job_id: uuid.UUID | str 
     return row[0]
 
 
-DECIDE = """
+DECIDE = f"""
 UPDATE approvals SET status = %(decision)s, version = version + 1, decided_at = now(),
     decided_by = %(owner)s, updated_at = now()
-WHERE id = %(id)s AND version = %(version)s AND status = 'pending'
-  AND (expires_at IS NULL OR expires_at > now())
+WHERE id = %(id)s AND version = %(version)s AND {pending_approval()}
 RETURNING project_id, action_type
 """
 

@@ -8,7 +8,6 @@ crash or resumed after a wait and pick up exactly where it stopped.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from tasks.errors import (
 )
 from tasks.events import STEP_COMPLETED, STEP_FAILED, STEP_STARTED, step_data, step_message
 from tasks.status import TERMINAL, JobStatus
+from tasks.storable import to_json
 
 T = TypeVar("T")
 
@@ -38,26 +38,6 @@ class ChildOutcome:
     status: str
     result: Any
     error: str | None
-
-
-# A JSON \u0000 escape (not preceded by an escaped backslash): jsonb refuses it.
-_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
-
-
-def to_json(value: Any, what: str) -> str:
-    """JSON text PostgreSQL will store; anything else fails the job now, not its next write."""
-    try:
-        encoded = json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise PermanentError(f"{what} is not JSON-serialisable: {exc}") from None
-    if _NUL_ESCAPE.search(encoded):
-        raise PermanentError(f"{what} contains a NUL character, which PostgreSQL cannot store")
-    try:  # a lone surrogate (half an emoji) is valid Python, but not UTF-8 or jsonb
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise PermanentError(f"{what} contains text that is not valid Unicode (a lone "
-                             "surrogate), which PostgreSQL cannot store") from None
-    return encoded
 
 
 class JobContext:

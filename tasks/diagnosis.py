@@ -188,10 +188,10 @@ def gather(job_id: uuid.UUID | str) -> Facts | None:
             "SELECT worker FROM worker_heartbeats WHERE stopped_at IS NULL "
             "AND last_seen_at > now() - make_interval(secs => %s) AND queues ? %s",
             (settings.stale_after_seconds, queue))]
-        ahead = pg.fetch_one(
+        ahead = pg.fetch_value(
             "SELECT count(*) FROM agent_jobs WHERE status = 'queued' AND queue = %s "
             "AND run_after <= now() AND (priority > %s OR (priority = %s AND created_at < %s))",
-            (queue, priority, priority, created_at))[0]
+            (queue, priority, priority, created_at))
     return Facts(now, jid, jtype, status, queue, attempts, max_attempts, run_after, last_error,
                  locked_by, heartbeat_at, seen, wake_at, wait_reason, completed_at,
                  dispatched_at, cancel, ckey, climit, step, step_started, waiting_on,

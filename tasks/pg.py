@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 import psycopg
@@ -149,6 +150,20 @@ def fetch_dicts(sql: str, params: Params = None) -> list[dict[str, Any]]:
 def fetch_one_dict(sql: str, params: Params = None) -> dict[str, Any] | None:
     rows = fetch_dicts(sql, params)
     return rows[0] if rows else None
+
+
+def fetch_value(sql: str, params: Params = None) -> Any:
+    """The first column of a statement's one row (a count, an id it returned)."""
+    row = fetch_one(sql, params)
+    if row is None:
+        raise LookupError("the statement returned no row")
+    return row[0]
+
+
+def db_now() -> datetime:
+    """The database's clock: the one every due time and date key is read from."""
+    value: datetime = fetch_value("SELECT now()")
+    return value
 
 
 # SQLSTATE classes of a lost or refused connection (a server restarting, shutting

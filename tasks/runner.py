@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Any
 
 import psycopg
 
@@ -102,7 +103,7 @@ def _run(job: store.ClaimedJob, worker: str) -> str:
     return _finish(ctx, S.COMPLETED, result=encoded)
 
 
-def _finish(ctx: JobContext, new: JobStatus, **kwargs: object) -> str:
+def _finish(ctx: JobContext, new: JobStatus, **kwargs: Any) -> str:
     """Write the run's last move, then whatever follows it (tasks.control.after_transition)."""
     status_event = store.event(3, "status", new.value, status_data(new, S.RUNNING))
     events = [*ctx.pending_step_event(), status_event]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from models.schema import SYSTEM_PROJECT_ID
 from tasks import pg
@@ -36,7 +36,7 @@ def requests_for(job_type: str, now: datetime) -> list[EnqueueRequest]:
 def enqueue_scheduled(job_types: tuple[str, ...] | list[str],
                       now: datetime | None = None) -> dict[str, int]:
     """Enqueue what is due now; returns how many jobs were newly created per type."""
-    now = now or datetime.now(UTC)
+    now = now or pg.db_now()  # the date keys follow the database's clock, whoever fires
     created: dict[str, int] = {}
     for job_type in job_types:
         results = [enqueue(req) for req in requests_for(job_type, now)]

@@ -153,7 +153,8 @@ def run_sweeps(tick: int | None = None) -> dict[str, int | None]:
               "redispatch": settings.redispatch_after_seconds, "lag": settings.sweep_seconds}
     found: dict[str, list[dict]] = {}
     with pg.transaction() as conn:
-        if not conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (SWEEP_LOCK,)).fetchone()[0]:
+        locked = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (SWEEP_LOCK,)).fetchone()
+        if not (locked and locked[0]):
             return {s.name: None for s in SWEEPS}
         for sweep in SWEEPS:
             first = conn.execute(

@@ -26,6 +26,9 @@ FAST_TIMINGS = {
     "SWITCHYARD_SWEEP_SECONDS": "1",
     "SWITCHYARD_SHUTDOWN_GRACE_SECONDS": "2",
     "SWITCHYARD_REDISPATCH_AFTER_SECONDS": "5",
+    # Long enough for a connection cut or a quick restart; short enough that a worker
+    # thread still running when the session drops its database gives up soon.
+    "SWITCHYARD_DB_RETRY_SECONDS": "15",
 }
 
 

@@ -28,6 +28,7 @@ from tasks.effects.adapters.base import Adapter, ProviderResult, cannot_tell
 from tasks.effects.records import EffectRecord
 from tasks.effects.redaction import redact, secrets_in_use
 from tasks.errors import PermanentError, RetryableError
+from tasks.storable import to_json
 
 log = logging.getLogger(__name__)
 
@@ -193,13 +194,7 @@ def _plain_json(args: dict[str, Any]) -> dict[str, Any]:
     """The args as they will read back from jsonb, so a replay compares like with like."""
     if not isinstance(args, dict):
         raise PermanentError("effect args must be a JSON object")
-    try:
-        text = json.dumps(args, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise PermanentError(f"effect args are not JSON-serialisable: {exc}") from None
-    if "\\u0000" in text:
-        raise PermanentError("effect args contain a NUL character, which PostgreSQL cannot store")
-    return json.loads(text)
+    return json.loads(to_json(args, "effect args"))
 
 
 def _log(action: str, row: EffectRecord) -> None:

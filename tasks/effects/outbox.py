@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from tasks import pg
@@ -72,9 +72,7 @@ def _send(email_id: Any, project_id: Any, kind: str, to: str, subject: str, body
             args={"to": to, "subject": subject, "body": body, "kind": kind})
     except CapReached as exc:
         # The cap is per UTC day: come back tomorrow, and this was not the email's fault.
-        tomorrow = datetime.now(UTC).date() + timedelta(days=1)
-        midnight = datetime(tomorrow.year, tomorrow.month, tomorrow.day, tzinfo=UTC)
-        _release(email_id, midnight, str(exc), give_back_attempt=True)
+        _release(email_id, None, str(exc), give_back_attempt=True)
         return "deferred"
     except Exception as exc:
         decision = decide(attempts, MAX_ATTEMPTS, exc, BACKOFF)
@@ -82,8 +80,7 @@ def _send(email_id: Any, project_id: Any, kind: str, to: str, subject: str, body
         if isinstance(decision, Fail):
             _finish(email_id, "failed", error)
             return "failed"
-        _release(email_id, datetime.now(UTC) + timedelta(seconds=decision.delay), error,
-                 give_back_attempt=not decision.count_attempt)
+        _release(email_id, decision.delay, error, give_back_attempt=not decision.count_attempt)
         return "retrying"
     status = FINAL[outcome.status]
     _finish(email_id, status, outcome.error)
@@ -99,9 +96,19 @@ def _finish(email_id: Any, status: str, error: str | None) -> None:
     )
 
 
-def _release(email_id: Any, when: datetime, error: str, *, give_back_attempt: bool) -> None:
-    pg.fetch(
-        "UPDATE email_jobs SET status = 'pending', send_after = %s, last_error = %s, "
-        "attempts = attempts - %s WHERE id = %s AND status = 'sending'",
-        (when, error, 1 if give_back_attempt else 0, email_id),
-    )
+# When a released email is due again, by the database's clock: after `delay` seconds,
+# or (no delay) at the next midnight UTC, when daily caps reset.
+RELEASE = """
+UPDATE email_jobs SET status = 'pending', last_error = %(error)s,
+    send_after = CASE WHEN %(delay)s::float8 IS NULL
+        THEN (date_trunc('day', now() AT TIME ZONE 'UTC') + interval '1 day') AT TIME ZONE 'UTC'
+        ELSE now() + make_interval(secs => %(delay)s::float8) END,
+    attempts = attempts - %(refund)s::int
+WHERE id = %(id)s AND status = 'sending'
+"""
+
+
+def _release(email_id: Any, delay: float | None, error: str, *,
+             give_back_attempt: bool) -> None:
+    pg.fetch(RELEASE, {"id": email_id, "error": error, "delay": delay,
+                       "refund": 1 if give_back_attempt else 0})

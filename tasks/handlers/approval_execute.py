@@ -53,7 +53,7 @@ def handle(ctx, p: ExecutePayload) -> dict[str, Any]:
 def _perform(ctx, approval_id: uuid.UUID, action: dict[str, Any]) -> dict[str, Any]:
     result = perform(project_id=action["project_id"], action_type=action["action_type"],
                      args=action["args"], idempotency_key=f"approval:{approval_id}",
-                     job_id=ctx.job_id, approval_id=approval_id)
+                     job_id=ctx.job_id, approval_id=str(approval_id))
     return {"status": result.status, "provider_ref": result.provider_ref,
             "error": result.error, "replayed": result.replayed}
 

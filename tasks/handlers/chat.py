@@ -55,13 +55,13 @@ def _reply(ctx, loaded: dict[str, Any]) -> str:
 
 
 def _store(project_id: uuid.UUID, job_id: uuid.UUID, message_id: uuid.UUID, text: str) -> str:
-    row = pg.fetch_one(
+    stored = pg.fetch_value(
         "WITH ins AS (INSERT INTO chat_messages (id, project_id, role, content, reply_to, job_id) "
         "VALUES (%s, %s, 'assistant', %s, %s, %s) ON CONFLICT (reply_to) DO NOTHING "
         "RETURNING id) SELECT id FROM ins UNION ALL "
         "SELECT id FROM chat_messages WHERE reply_to = %s",
         (uuid.uuid4(), project_id, text, message_id, job_id, message_id))
-    return str(row[0])
+    return str(stored)
 
 
 def handle(ctx, p: ChatPayload) -> dict[str, Any]:

@@ -4,7 +4,7 @@ is queued on, so a re-run that day sends nothing, whatever slot it was enqueued 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tasks import pg
 from tasks.effects.outbox import enqueue_email, process_due_emails
 from tasks.registry import JobType, register
+from tasks.sql import pending_approval
 
 
 class SlotPayload(BaseModel):
@@ -24,22 +25,21 @@ def process_due(ctx, p: SlotPayload) -> dict[str, Any]:
     return ctx.step("send-due", process_due_emails)
 
 
-DIGEST_SOURCES = """
+DIGEST_SOURCES = f"""
 SELECT p.id, p.name, p.settings->>'contact_email',
     (SELECT count(*) FROM agent_jobs j WHERE j.project_id = p.id AND j.status = 'completed'
        AND j.completed_at > now() - interval '1 day'),
-    (SELECT count(*) FROM approvals a WHERE a.project_id = p.id AND a.status = 'pending')
+    (SELECT count(*) FROM approvals a WHERE a.project_id = p.id AND {pending_approval("a")})
 FROM projects p
 WHERE p.owner_id IS NOT NULL AND p.settings ? 'contact_email'
 ORDER BY p.created_at
 """
 
-NUDGE_SOURCES = """
+NUDGE_SOURCES = f"""
 SELECT p.id, p.name, p.settings->>'contact_email', count(a.id)
 FROM projects p JOIN approvals a ON a.project_id = p.id
-WHERE p.owner_id IS NOT NULL AND p.settings ? 'contact_email' AND a.status = 'pending'
+WHERE p.owner_id IS NOT NULL AND p.settings ? 'contact_email' AND {pending_approval("a")}
   AND a.created_at < now() - interval '1 day'
-  AND (a.expires_at IS NULL OR a.expires_at > now())
 GROUP BY p.id, p.name, p.settings
 """
 
@@ -47,7 +47,7 @@ GROUP BY p.id, p.name, p.settings
 def _today() -> str:
     # Not the payload's slot: a drip enqueued under another slot (any owner may enqueue one)
     # must not send a second digest or nudge the same day.
-    return datetime.now(UTC).strftime("%Y-%m-%d")
+    return pg.db_now().astimezone(UTC).strftime("%Y-%m-%d")
 
 
 def _queue_digests() -> int:

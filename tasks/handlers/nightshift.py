@@ -18,6 +18,7 @@ from tasks.llm.types import LLMRequest
 from tasks.memory import write_memory
 from tasks.projects import project_context
 from tasks.registry import JobType, register
+from tasks.sql import pending_approval
 
 
 class NightshiftPayload(BaseModel):
@@ -27,10 +28,8 @@ class NightshiftPayload(BaseModel):
 
 
 def _pending_approvals(project_id: uuid.UUID) -> int:
-    row = pg.fetch_one("SELECT count(*) FROM approvals WHERE project_id = %s "
-                       "AND status = 'pending' AND (expires_at IS NULL OR expires_at > now())",
-                       (project_id,))
-    return int(row[0])
+    return int(pg.fetch_value(f"SELECT count(*) FROM approvals WHERE project_id = %s "
+                              f"AND {pending_approval()}", (project_id,)))
 
 
 def _derive(ctx, context: dict[str, Any]) -> list[dict[str, Any]]:

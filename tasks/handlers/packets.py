@@ -53,13 +53,13 @@ def _synthesize(ctx, context: dict[str, Any], research: str, p: PacketPayload) -
 
 
 def _store_packet(project_id: uuid.UUID, job_id: uuid.UUID, phase: int, packet: dict) -> str:
-    row = pg.fetch_one(
+    stored = pg.fetch_value(
         "WITH ins AS (INSERT INTO packets (id, project_id, job_id, phase, content) "
         "VALUES (%s, %s, %s, %s, %s::jsonb) ON CONFLICT (job_id) DO NOTHING RETURNING id) "
         "SELECT id FROM ins UNION ALL SELECT id FROM packets WHERE job_id = %s",
         (uuid.uuid4(), project_id, job_id, phase, json.dumps(packet), job_id))
     pg.fetch("UPDATE projects SET phase = %s WHERE id = %s", (f"phase{phase}", project_id))
-    return str(row[0])
+    return str(stored)
 
 
 def _create_approvals(project_id: uuid.UUID, job_id: uuid.UUID, packet: dict,

@@ -53,3 +53,22 @@ def test_unstorable_values_fail_permanently_naming_what(value: object, match: st
 )
 def test_describe_error(exc: BaseException, text: str) -> None:
     assert describe_error(exc) == text
+
+
+@pytest.mark.parametrize(("args", "storable"), [
+    pytest.param({"note": "a literal backslash-u0000: \\u0000"}, True,
+                 id="an escaped backslash before u0000 is text, not NUL"),
+    pytest.param({"note": "half an emoji \ud83d"}, False, id="a lone surrogate jsonb refuses"),
+    pytest.param({"note": "nul \x00"}, False, id="a real NUL"),
+])
+def test_effect_args_pass_the_same_check_as_step_outputs(args: dict, storable: bool) -> None:
+    from tasks.effects.ledger import _plain_json
+
+    if storable:
+        assert _plain_json(args) == args
+        to_json(args, "x")
+    else:
+        with pytest.raises(PermanentError):
+            _plain_json(args)
+        with pytest.raises(PermanentError):
+            to_json(args, "x")

@@ -43,7 +43,8 @@ def call(key: str, args: dict[str, Any]) -> ProviderResult:
         return not_sent("email needs args.to (address or list), args.subject and args.body",
                         retryable=False)
     s = get_settings()
-    sender = args.get("from") if isinstance(args.get("from"), str) else s.email_from
+    given = args.get("from")
+    sender = given if isinstance(given, str) else s.email_from
     if s.resend_api_key:
         return _send_resend(key, args, rcpts, sender, s)
     if s.smtp_host:
@@ -113,7 +114,7 @@ def _send_smtp(key: str, args: dict[str, Any], rcpts: list[str], sender: str,
         return _refused(f"the SMTP server refused every recipient: {codes}", max(codes))
     except (smtplib.SMTPSenderRefused, smtplib.SMTPDataError) as exc:
         return _refused(f"the SMTP server refused the message: {exc.smtp_code} "
-                        f"{exc.smtp_error.decode(errors='replace')}", exc.smtp_code)
+                        f"{_text(exc.smtp_error)}", exc.smtp_code)
     except smtplib.SMTPNotSupportedError as exc:
         return not_sent(f"the SMTP server cannot take this message: {exc}", retryable=False)
     except (smtplib.SMTPException, OSError) as exc:
@@ -162,3 +163,7 @@ def _refused(error: str, code: int) -> ProviderResult:
 
 
 ADAPTER = Adapter("email", call, reconcile)
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode(errors="replace") if isinstance(raw, bytes) else raw

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -12,7 +12,10 @@ from tasks.errors import InvalidPayload, UnknownJobType
 from tasks.queues import QUEUES
 from tasks.retry import RetryPolicy
 
-Handler = Callable[[Any, Any], Any]  # (JobContext, validated payload) -> JSON-able result
+if TYPE_CHECKING:  # tasks.context imports the engine below this module
+    from tasks.context import JobContext
+
+Handler = Callable[["JobContext", Any], Any]  # (context, validated payload) -> JSON-able result
 
 
 @dataclass(frozen=True)

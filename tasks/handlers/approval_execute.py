@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from tasks import pg
+from tasks.context import JobContext
 from tasks.effects.ledger import perform
 from tasks.errors import PermanentError
 from tasks.registry import JobType, register
@@ -35,7 +36,7 @@ def _finish(approval_id: uuid.UUID, status: str) -> None:
              (status, approval_id))
 
 
-def handle(ctx, p: ExecutePayload) -> dict[str, Any]:
+def handle(ctx: JobContext, p: ExecutePayload) -> dict[str, Any]:
     action = ctx.step("start", _start, p.approval_id, ctx.job_id)
     try:
         outcome = ctx.step("perform", _perform, ctx, p.approval_id, action)
@@ -50,10 +51,10 @@ def handle(ctx, p: ExecutePayload) -> dict[str, Any]:
     return outcome
 
 
-def _perform(ctx, approval_id: uuid.UUID, action: dict[str, Any]) -> dict[str, Any]:
+def _perform(ctx: JobContext, approval_id: uuid.UUID, action: dict[str, Any]) -> dict[str, Any]:
     result = perform(project_id=action["project_id"], action_type=action["action_type"],
                      args=action["args"], idempotency_key=f"approval:{approval_id}",
-                     job_id=ctx.job_id, approval_id=str(approval_id))
+                     job_id=str(ctx.job_id), approval_id=str(approval_id))
     return {"status": result.status, "provider_ref": result.provider_ref,
             "error": result.error, "replayed": result.replayed}
 

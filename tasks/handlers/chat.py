@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from tasks import pg
+from tasks.context import JobContext
 from tasks.deltas import DeltaBuffer
 from tasks.errors import PermanentError
 from tasks.llm import get_client
@@ -42,7 +43,7 @@ def _load(project_id: uuid.UUID, message_id: uuid.UUID) -> dict[str, Any]:
             "messages": messages}
 
 
-def _reply(ctx, loaded: dict[str, Any]) -> str:
+def _reply(ctx: JobContext, loaded: dict[str, Any]) -> str:
     context = loaded["context"]
     system = ("You are the founder's co-pilot in a startup operating system for the project "
               f"{context['project_name']!r} (goal: {context['goal']}).\n{context['memory_prompt']}")
@@ -64,7 +65,7 @@ def _store(project_id: uuid.UUID, job_id: uuid.UUID, message_id: uuid.UUID, text
     return str(stored)
 
 
-def handle(ctx, p: ChatPayload) -> dict[str, Any]:
+def handle(ctx: JobContext, p: ChatPayload) -> dict[str, Any]:
     loaded = ctx.step("load-conversation", _load, ctx.project_id, p.message_id)
     text = ctx.step("reply", _reply, ctx, loaded)
     reply_id = ctx.step("store-reply", _store, ctx.project_id, ctx.job_id, p.message_id, text)

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from tasks import pg
+from tasks.context import JobContext
 from tasks.effects.outbox import enqueue_email, process_due_emails
 from tasks.registry import JobType, register
 from tasks.sql import pending_approval
@@ -21,7 +22,7 @@ class SlotPayload(BaseModel):
     slot: str = Field(min_length=1, max_length=40)  # the schedule slot (minute or date) it runs for
 
 
-def process_due(ctx, p: SlotPayload) -> dict[str, Any]:
+def process_due(ctx: JobContext, p: SlotPayload) -> dict[str, Any]:
     return ctx.step("send-due", process_due_emails)
 
 
@@ -71,11 +72,11 @@ def _queue_nudges() -> int:
     return queued
 
 
-def digests(ctx, p: SlotPayload) -> dict[str, int]:
+def digests(ctx: JobContext, p: SlotPayload) -> dict[str, int]:
     return {"queued": ctx.step("queue-digests", _queue_digests)}
 
 
-def nudges(ctx, p: SlotPayload) -> dict[str, int]:
+def nudges(ctx: JobContext, p: SlotPayload) -> dict[str, int]:
     return {"queued": ctx.step("queue-nudges", _queue_nudges)}
 
 

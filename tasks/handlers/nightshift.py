@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tasks import pg
 from tasks.approvals import NewApproval, create_approval
+from tasks.context import JobContext
 from tasks.errors import PermanentError
 from tasks.llm import get_client
 from tasks.llm.flow import call_llm
@@ -32,7 +33,7 @@ def _pending_approvals(project_id: uuid.UUID) -> int:
                               f"AND {pending_approval()}", (project_id,)))
 
 
-def _derive(ctx, context: dict[str, Any]) -> list[dict[str, Any]]:
+def _derive(ctx: JobContext, context: dict[str, Any]) -> list[dict[str, Any]]:
     req = LLMRequest(purpose="nightshift", context=context,
                      system="You run the night shift of a startup operating system. Propose the "
                             "next concrete actions as a JSON list of {type, title, args}.",
@@ -54,7 +55,7 @@ def _queue(project_id: uuid.UUID, job_id: uuid.UUID, actions: list[dict]) -> lis
             for a in actions]
 
 
-def handle(ctx, p: NightshiftPayload) -> dict[str, Any]:
+def handle(ctx: JobContext, p: NightshiftPayload) -> dict[str, Any]:
     pending = ctx.step("check-pending", _pending_approvals, ctx.project_id)
     if pending:
         ctx.emit("log", f"night shift skipped: {pending} approval(s) still pending",

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tasks import pg
 from tasks.approvals import NewApproval, create_approval
+from tasks.context import JobContext
 from tasks.llm import get_client
 from tasks.llm.flow import call_llm
 from tasks.llm.packet import parse_packet
@@ -33,7 +34,7 @@ SYSTEM = ("You are the research and strategy agent of a startup operating system
           "Be concrete; every action you propose will be shown to the founder for approval.")
 
 
-def _research(ctx, context: dict[str, Any], p: PacketPayload) -> str:
+def _research(ctx: JobContext, context: dict[str, Any], p: PacketPayload) -> str:
     ask = (f"Project: {context['project_name']}\nGoal: {context['goal']}\n"
            f"{context['memory_prompt']}\nPhase {p.phase}. Research what matters most now."
            + (f"\nThe founder asked for this revision: {p.revision_guidance}"
@@ -43,7 +44,7 @@ def _research(ctx, context: dict[str, Any], p: PacketPayload) -> str:
     return call_llm(get_client(), req, project_id=ctx.project_id, job_id=ctx.job_id).text
 
 
-def _synthesize(ctx, context: dict[str, Any], research: str, p: PacketPayload) -> dict:
+def _synthesize(ctx: JobContext, context: dict[str, Any], research: str, p: PacketPayload) -> dict:
     ask = ("Write the phase packet as JSON with title, summary, insights and actions "
            f"(each action: type, title, args).\nResearch notes:\n{research}")
     req = LLMRequest(purpose="packet", system=SYSTEM, context=context | {"phase": p.phase},
@@ -70,7 +71,7 @@ def _create_approvals(project_id: uuid.UUID, job_id: uuid.UUID, packet: dict,
             for a in packet.get("actions", [])]
 
 
-def handle(ctx, p: PacketPayload) -> dict[str, Any]:
+def handle(ctx: JobContext, p: PacketPayload) -> dict[str, Any]:
     context = ctx.step("load-context", project_context, ctx.project_id)
     research = ctx.step("research", _research, ctx, context, p)
     packet = ctx.step("synthesize", _synthesize, ctx, context, research, p)

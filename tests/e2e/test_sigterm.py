@@ -78,3 +78,23 @@ def test_sigterm_gives_running_and_prefetched_jobs_back(
     assert counts == len(everything)
     print(f"{pool}: exit after SIGTERM took {took:.1f}s; short jobs done by a: "
           f"{len(short_done_by_a)}")
+
+
+def test_a_prefork_worker_releases_a_child_s_job_stuck_in_a_long_step_at_exit(
+        procs: p.Procs, project: str) -> None:
+    # Given a prefork worker whose child is inside a step longer than the grace period
+    a = procs.worker("a", pool="prefork", concurrency=1)
+    job_id = _canary(project, 2, 30)
+    procs.wait(lambda: p.steps(job_id).get(1) == "running", 20, "step 1 running")
+    # When the worker gets SIGTERM, and after the grace period the orchestrator's second
+    # signal (a cold shutdown, which terminates the pool's children), and exits
+    # (no beat runs: no sweep can help)
+    a.signal(15)
+    time.sleep(get_settings().shutdown_grace_seconds + 1)
+    a.signal(3)
+    procs.wait(lambda: not a.alive(), 15, "worker exit")
+    # Then the parent gave the child's job back on its way out, costing no attempt
+    row = p.job(job_id)
+    assert (row["status"], row["attempts"]) == ("queued", 0), row
+    assert p.status_events(job_id)[-1] == {"status": "queued", "from": "running",
+                                           "reason": "worker shutdown"}

@@ -10,6 +10,8 @@ import itertools
 import time
 from datetime import timedelta
 
+import pytest
+
 from tasks import pg, sweeps
 from tasks.sweeps import SWEEP_LOCK
 from tests.integration.jobdb import (
@@ -149,6 +151,27 @@ def test_a_job_running_past_its_timeout_is_failed(project):
     assert status_history(over)[-1] == "failed"
     assert job(within)["status"] == "running"
     assert parked_wakeups() == [], "a timed-out job is not retried"
+
+
+@pytest.mark.parametrize("why", ["timeout", "stale on its last attempt"])
+def test_a_parent_failed_by_a_sweep_takes_its_unfinished_children_with_it(project, why):
+    # Given a running parent with a queued and a running child
+    parent = new_job(project, publish=False, timeout_seconds=1, max_attempts=1)
+    park(parent)
+    if why == "timeout":
+        make_running(parent, heartbeat_age="0 seconds", locked_age="1 hour")
+    else:
+        make_running(parent, heartbeat_age="1 hour", locked_age="1 hour")
+    queued_child = new_job(project, publish=False, parent_job_id=parent)
+    running_child = new_job(project, publish=False, parent_job_id=parent)
+    make_running(running_child, heartbeat_age="0 seconds", locked_age="0 seconds")
+    # When a sweep fails the parent
+    sweep()
+    assert job(parent)["status"] == "failed"
+    # Then nobody is left to use the children's results: the queued one is canceled at
+    # once and the running one is asked to stop at its next step boundary
+    assert job(queued_child)["status"] == "canceled"
+    assert job(running_child)["cancel_requested"] is True
 
 
 # --- dispatch_due ----------------------------------------------------------------------------

@@ -13,9 +13,8 @@ import psycopg
 from tasks import pg, registry
 from tasks.dispatch import dispatch_quietly
 from tasks.errors import InvalidPayload, SwitchyardError
-from tasks.events import status_data
 from tasks.queues import DEFAULT_PRIORITY, MAX_PRIORITY
-from tasks.status import JobStatus
+from tasks.sql import lit, status_event
 
 
 class ProjectNotFound(SwitchyardError):
@@ -52,8 +51,6 @@ class Enqueued:
             dispatch_quietly(self.job_id, self.queue, self.priority)
 
 
-_QUEUED_EVENT = status_data(JobStatus.QUEUED, None)
-
 INSERT_JOB = f"""
 WITH ins AS (
     INSERT INTO agent_jobs (id, project_id, job_type, agent_key, queue, priority, payload,
@@ -66,9 +63,7 @@ WITH ins AS (
              THEN now() END)
     ON CONFLICT (project_id, idempotency_key) DO NOTHING
     RETURNING id, project_id, dispatched_at IS NOT NULL AS due
-), ev AS (
-    INSERT INTO agent_job_events (job_id, project_id, type, message, data)
-    SELECT id, project_id, 'status', 'queued', '{_QUEUED_EVENT}'::jsonb FROM ins
+), ev AS ({status_event("ins", lit("queued"), "NULL::text")}
 )
 SELECT id, 'queued', true, due FROM ins
 """

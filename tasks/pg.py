@@ -175,6 +175,8 @@ _CONNECTION_STATES = ("08", "57P01", "57P02", "57P03")
 def is_connection_error(exc: BaseException) -> bool:
     if not isinstance(exc, psycopg.OperationalError):
         return False
+    if "does not exist" in str(exc):
+        return False  # a dropped database (or role) does not come back by waiting
     state = getattr(exc, "sqlstate", None)
     return state is None or state.startswith(_CONNECTION_STATES)
 

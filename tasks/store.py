@@ -18,8 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tasks import pg
-from tasks.events import status_data
-from tasks.sql import MOVED_COLUMNS, owns_run, running_under_key
+from tasks.sql import MOVED_COLUMNS, lit, owns_run, running_under_key, status_event
 from tasks.status import IllegalTransition, JobStatus, can_transition, guard
 
 S = JobStatus
@@ -94,8 +93,6 @@ class PendingStep:
     unwritten_start: datetime | None = None
 
 
-_RUNNING_EVENT = status_data(S.RUNNING, S.QUEUED)
-
 # The claim writes a token of the claimant's making, so a claim retried after a lost
 # connection finds its own committed claim (the second SELECT) instead of nothing.
 _CLAIM = f"""
@@ -108,9 +105,7 @@ WITH claimed AS (
       AND <concurrency>
     RETURNING id, project_id, job_type, payload, attempts, max_attempts, timeout_seconds,
         cancel_requested, locked_at, free_retries, free_retry_since
-), ev AS (
-    INSERT INTO agent_job_events (job_id, project_id, type, message, data)
-    SELECT id, project_id, 'status', 'running', '{_RUNNING_EVENT}'::jsonb FROM claimed
+), ev AS ({status_event("claimed", lit("running"), lit("queued"))}
 ), mine AS (
     SELECT * FROM claimed
     UNION ALL

@@ -130,3 +130,21 @@ def wait_until_step_started(job_id) -> None:
     seen = len(step_events(job_id, "started"))
     wait_until(lambda: len(step_events(job_id, "started")) > seen, timeout=10,
                what="the next step started")
+
+
+def test_an_early_delivery_is_sent_again_for_when_the_database_says_it_is_due(project) -> None:
+    # Given a retry due in 2 s by the database's clock, its wake-up delivered now (a
+    # countdown that ran on a worker clock ahead of the database's)
+    from datetime import timedelta
+
+    from tests.integration.jobdb import park, parked_wakeups
+
+    job_id = new_job(project, publish=False, run_after=pg.db_now() + timedelta(seconds=2))
+    park(job_id)
+    # When it is delivered
+    outcome = runner.run_job(str(job_id))
+    # Then nothing ran, and the wake-up was published again rather than dropped (before,
+    # it waited for the dispatch sweep's redispatch period)
+    assert outcome == "early"
+    assert job(job_id)["status"] == "queued" and job(job_id)["attempts"] == 0
+    assert parked_wakeups() == [str(job_id)]

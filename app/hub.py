@@ -6,14 +6,19 @@ the subscribers whose filter matches: one database listener per process, never
 one connection or one polling loop per client.
 
 Identity ids are assigned before commit, so a later id can become visible
-before an earlier one; the hub only moves past a gap once the gap has
-stayed open for GAP_TIMEOUT (a rolled-back insert), so subscribers see events
-in id order with nothing skipped. A subscriber whose queue fills up (a client
-that stopped reading) is dropped; it resumes from its cursor.
+before an earlier one; the hub waits up to GAP_TIMEOUT for a gap to close, so
+subscribers normally see events in id order. A gap still open then is either a
+rolled-back insert or a transaction still running: the hub moves on but
+remembers the missing ids (at most LATE_LIMIT of them, for LATE_WINDOW) and
+looks for them again at every poll, publishing any that commit late as a `late`
+event. So nothing committed is ever lost to a live subscriber, only delivered
+out of order. A subscriber whose queue fills up (a client that stopped
+reading) is dropped; it resumes from its cursor.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import threading
@@ -33,6 +38,9 @@ CHANNEL = "switchyard_events"
 IDLE_RECHECK = 1.0
 GAP_RECHECK = 0.05
 GAP_TIMEOUT = 2.0
+LATE_LIMIT = 10_000      # skipped ids remembered at most ...
+LATE_WINDOW = 3600.0     # ... and for at most this long (a transaction open for an hour)
+LATE_RECHECK = 0.5       # the skipped ids are looked up at most this often
 QUEUE_LIMIT = 2000
 BATCH = 1000
 
@@ -48,6 +56,7 @@ class Event:
     message: str
     data: dict[str, Any]
     created_at: datetime
+    late: bool = False  # committed after the hub had moved past its id
 
     def as_json(self) -> dict[str, Any]:
         return {"id": self.id, "job_id": str(self.job_id) if self.job_id else None,
@@ -62,6 +71,9 @@ class Subscription:
     job_id: uuid.UUID | None = None
     events: queue.Queue = field(default_factory=lambda: queue.Queue(QUEUE_LIMIT))
     dropped: bool = False
+    # The ids the hub was still waiting for when this subscription began: the only
+    # ones that can arrive late *and* be in the subscriber's replay as well.
+    late_before: frozenset[int] = frozenset()
 
     def wants(self, e: Event) -> bool:
         if self.job_id is not None:
@@ -75,6 +87,9 @@ class EventHub:
         self._lock = threading.Lock()
         self._cursor: int | None = None
         self._gap_since: float | None = None
+        self._late: dict[int, float] = {}  # skipped id -> when it was skipped (monotonic)
+        self._late_checked = 0.0
+        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._failing = False
@@ -92,6 +107,7 @@ class EventHub:
                 raise ApiError(503, "unavailable", "the event stream is not ready yet; retry",
                                headers={"Retry-After": "1"})
             self._subs.add(sub)
+            sub.late_before = frozenset(self._late)
             return self._cursor
 
     def unsubscribe(self, sub: Subscription) -> None:
@@ -105,8 +121,14 @@ class EventHub:
                 self._thread.start()
         self._ready.wait(10)
 
+    def stop(self) -> None:
+        """End the listener thread (within about IDLE_RECHECK); for tests and shutdown."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(IDLE_RECHECK * 3)
+
     def _run(self) -> None:
-        while True:
+        while not self._stop.is_set():
             try:
                 with pg.connect() as listener:
                     listener.execute(f"LISTEN {CHANNEL}")
@@ -115,7 +137,7 @@ class EventHub:
                         self._cursor = row[0] if row else 0
                     self._ready.set()
                     self._failing = False
-                    while True:
+                    while not self._stop.is_set():
                         self._poll()
                         # Woken by the next NOTIFY; the timeout re-reads anyway, which
                         # closes a gap that is waiting for its late commit.
@@ -131,23 +153,52 @@ class EventHub:
 
     def _poll(self) -> None:
         assert self._cursor is not None
+        self._recheck_late()
         rows = pg.fetch(f"SELECT {EVENT_COLUMNS} FROM agent_job_events WHERE id > %s "
                         f"ORDER BY id LIMIT {BATCH}", (self._cursor,))
         for row in rows:
-            if row[0] != self._cursor + 1:
+            e = Event(*row)
+            skipped = range(self._cursor + 1, e.id)
+            if skipped:
                 if self._gap_since is None:
                     self._gap_since = time.monotonic()
                 if time.monotonic() - self._gap_since < GAP_TIMEOUT:
                     return  # an earlier id may still commit: wait for it
             self._gap_since = None
-            self._publish(Event(*row))
+            self._publish(e, skipped)
 
-    def _publish(self, e: Event) -> None:
-        # Moving the cursor under the lock that subscribe() takes means a new
-        # subscriber either gets `e` in its queue or in its history, never neither.
+    def _recheck_late(self) -> None:
+        """Publish the skipped ids that have committed since; forget the oldest ones."""
+        now = time.monotonic()
+        if not self._late or now - self._late_checked < LATE_RECHECK:
+            return
+        self._late_checked = now
+        with self._lock:
+            for i in [i for i, t in self._late.items() if now - t > LATE_WINDOW]:
+                del self._late[i]
+            ids = list(self._late)
+        if not ids:
+            return
+        rows = pg.fetch(f"SELECT {EVENT_COLUMNS} FROM agent_job_events WHERE id = ANY(%s) "
+                        "ORDER BY id", (ids,))
+        for row in rows:
+            self._publish(dataclasses.replace(Event(*row), late=True))
+
+    def _publish(self, e: Event, skipped: range = range(0)) -> None:
+        # Moving the cursor (and the set of ids still awaited) under the lock that
+        # subscribe() takes means a new subscriber either gets `e` in its queue or
+        # in its history, never neither, and knows which late ones it may see twice.
         with self._lock:
             subs = [s for s in self._subs if s.wants(e)]
-            self._cursor = e.id
+            if e.late:
+                self._late.pop(e.id, None)
+            else:
+                self._cursor = e.id
+                now = time.monotonic()
+                for i in skipped[-LATE_LIMIT:]:
+                    self._late[i] = now
+                while len(self._late) > LATE_LIMIT:  # forget the oldest first
+                    del self._late[next(iter(self._late))]
         for s in subs:
             try:
                 s.events.put_nowait(e)

@@ -26,7 +26,11 @@ def cursor_from_request() -> int:
 
 
 def format_event(e: Event) -> str:
-    return f"id: {e.id}\nevent: {e.type}\ndata: {json.dumps(e.as_json())}\n\n"
+    # A late event (committed after later ids were sent) has no `id:` line: the
+    # client's Last-Event-ID must never move backwards, or a reconnect would
+    # replay what it already has. Its id is in the data.
+    head = "" if e.late else f"id: {e.id}\n"
+    return f"{head}event: {e.type}\ndata: {json.dumps(e.as_json())}\n\n"
 
 
 ALL_STORED = 2**63 - 1  # no upper bound on the replay
@@ -46,9 +50,12 @@ def event_stream(sub: Subscription, cursor: int,
     upto = hub.subscribe(sub)
     try:
         last = cursor
+        replayed_late: set[int] = set()  # awaited by the hub yet already in the replay
         for e in history(sub, cursor, ALL_STORED if ended else upto):
             yield e
             last = e.id
+            if e.id in sub.late_before:
+                replayed_late.add(e.id)
             if is_last(e):
                 return
         while not ended and not sub.dropped:
@@ -57,10 +64,14 @@ def event_stream(sub: Subscription, cursor: int,
             except queue.Empty:
                 yield None
                 continue
-            if e.id <= last:
+            if e.late:
+                if e.id <= cursor or e.id in replayed_late:
+                    continue
+            elif e.id <= last:
                 continue
+            else:
+                last = e.id
             yield e
-            last = e.id
             if is_last(e):
                 return
     finally:

@@ -14,7 +14,7 @@ from tasks.settings import get_settings
 
 @lru_cache(maxsize=1)
 def engine() -> Engine:
-    return make_engine(get_settings().sqlalchemy_url, pool_size=10)
+    return make_engine(get_settings().sqlalchemy_url, pool_size=10, pre_ping=True)
 
 
 @lru_cache(maxsize=1)

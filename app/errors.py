@@ -9,10 +9,25 @@ from flask import Flask, jsonify
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
+from tasks import pg
 from tasks.enqueue import ProjectNotFound
 from tasks.errors import InvalidPayload, UnknownJobType
 
 log = logging.getLogger(__name__)
+
+DATABASE_RETRY_AFTER = "5"  # seconds: about a PostgreSQL restart
+
+
+def database_away(exc: BaseException) -> bool:
+    """Whether `exc` (or what it wraps: SQLAlchemy's `.orig`, a cause) is a lost database."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, pg.DatabaseUnavailable) or pg.is_connection_error(e):
+            return True
+        e = getattr(e, "orig", None) or e.__cause__ or e.__context__
+    return False
 
 
 class ApiError(Exception):
@@ -77,5 +92,11 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception):
+        if database_away(exc):
+            # Expected while PostgreSQL restarts: one line, no traceback, no address.
+            log.warning("database unavailable: answering 503", extra={"action": "http_503"})
+            return _api(ApiError(503, "database_unavailable",
+                                 "the database is unavailable; retry shortly",
+                                 headers={"Retry-After": DATABASE_RETRY_AFTER}))
         log.exception("unhandled error", extra={"action": "http_500"})
         return jsonify(_body("internal_error", "an unexpected error occurred")), 500

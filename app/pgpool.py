@@ -11,12 +11,18 @@ the same reads through a SQLAlchemy session). The engine's own statements
 (enqueue, cancel, diagnosis) borrow from the same pool for the length of a
 request (tasks.pg.lend_from), so the process never holds more than SIZE
 connections, however many threads gunicorn runs.
+
+A connection that sat idle for more than PING_AFTER seconds is pinged before it
+is handed out (a busy pool pays nothing; one that idled through a PostgreSQL
+restart never hands a dead connection to a request), and a connection error on
+any of them drops every idle one, since they went down together.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any
 
 import psycopg
@@ -24,6 +30,7 @@ import psycopg
 from tasks import pg
 
 SIZE = 20
+PING_AFTER = 1.0  # seconds idle before a connection is checked on its way out
 
 
 class Pool:
@@ -31,7 +38,7 @@ class Pool:
 
     def __init__(self, size: int) -> None:
         self._slots = threading.BoundedSemaphore(size)
-        self._idle: list[psycopg.Connection] = []
+        self._idle: list[tuple[psycopg.Connection, float]] = []  # (connection, idle since)
         self._lock = threading.Lock()
         self._pid = os.getpid()
 
@@ -41,17 +48,30 @@ class Pool:
             with self._lock:
                 if self._pid != os.getpid():  # forked: the parent's connections are not ours
                     self._idle, self._pid = [], os.getpid()
-                conn = self._idle.pop() if self._idle else None
+                conn, since = self._idle.pop() if self._idle else (None, 0.0)
+            if conn is not None and time.monotonic() - since > PING_AFTER and not _alive(conn):
+                self.discard_idle()
+                conn = None
             return conn if conn is not None and not conn.closed else pg.connect()
         except BaseException:
             self._slots.release()
             raise
 
     def give_back(self, conn: psycopg.Connection) -> None:
-        if not conn.closed:
+        if not conn.closed and not conn.broken:
             with self._lock:
-                self._idle.append(conn)
+                self._idle.append((conn, time.monotonic()))
+        elif not conn.closed:
+            conn.close()
+        if conn.broken:
+            self.discard_idle()
         self._slots.release()
+
+    def discard_idle(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn, _ in idle:
+            conn.close()
 
     def fetch(self, sql: str, params: pg.Params = None) -> list[tuple[Any, ...]]:
         if pg.borrowed() is not None:  # this request holds one already: never wait for a second
@@ -61,11 +81,22 @@ class Pool:
             cur = conn.execute(sql, params)  # type: ignore[arg-type]
             result = cur.pgresult
             return cur.fetchall() if result is not None and result.status == pg.TUPLES_OK else []
-        except psycopg.OperationalError:
+        except psycopg.OperationalError as exc:
             conn.close()
+            if pg.is_connection_error(exc):
+                self.discard_idle()
             raise
         finally:
             self.give_back(conn)
+
+
+def _alive(conn: psycopg.Connection) -> bool:
+    try:
+        conn.execute("SELECT 1")
+        return True
+    except psycopg.Error:
+        conn.close()
+        return False
 
 
 pool = Pool(SIZE)

@@ -9,10 +9,11 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.orm import Session, sessionmaker
 
 
-def make_engine(url: str, *, pool_size: int = 5) -> Engine:
-    # No pre-ping: a dead connection surfaces as an error the caller retries,
-    # instead of costing a round trip on every checkout.
-    return create_engine(url, pool_size=pool_size, max_overflow=10, pool_recycle=1800)
+def make_engine(url: str, *, pool_size: int = 5, pre_ping: bool = False) -> Engine:
+    # pre_ping costs a round trip per checkout; the web process pays it so that a
+    # connection that died while PostgreSQL restarted never reaches a request.
+    return create_engine(url, pool_size=pool_size, max_overflow=10, pool_recycle=1800,
+                         pool_pre_ping=pre_ping)
 
 
 @contextmanager

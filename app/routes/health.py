@@ -6,7 +6,7 @@ from flask import Blueprint, jsonify
 from sqlalchemy import text
 
 from app import db
-from app.errors import ApiError
+from app.errors import DATABASE_RETRY_AFTER, ApiError
 from tasks.celery_app import app as celery_app
 
 bp = Blueprint("health", __name__)
@@ -33,5 +33,5 @@ def readyz():
         checks["broker"] = f"error: {type(exc).__name__}"
     if any(v != "ok" for v in checks.values()):  # a 5xx body has the contract's error shape
         raise ApiError(503, "not_ready", "the database or the broker does not answer",
-                       {"checks": checks})
+                       {"checks": checks}, headers={"Retry-After": DATABASE_RETRY_AFTER})
     return jsonify({"status": "ready", "checks": checks})

@@ -62,7 +62,10 @@ ERRORS: dict[int, dict[str, Any]] = {
     429: _error("Too many requests for this token.",
                 **{"Retry-After": {"schema": typed("integer", minimum=0)}}),
     500: _error("An unexpected error; the body never carries internals."),
-    503: _error("Not ready: `details.checks` says whether the database or the broker failed."),
+    503: _error("The database is unavailable for the moment (`database_unavailable`: retry "
+                "after `Retry-After` seconds), or, from /readyz, not ready (`details.checks` says "
+                "whether the database or the broker failed).",
+                **{"Retry-After": {"schema": typed("integer", minimum=0)}}),
 }
 
 
@@ -70,7 +73,8 @@ def _op(op_id: str, summary: str, ok: dict[int, dict[str, Any]], errors: tuple[i
         *, secured: bool = True, params: list[dict[str, Any]] | None = None,
         body: str | None = None, security: list[dict[str, list[str]]] | None = None
         ) -> dict[str, Any]:
-    codes = ((401, 429) if secured else ()) + errors + (500,)
+    # Every authenticated request reads the database (its token), so any may meet its absence.
+    codes = ((401, 429, 503) if secured else ()) + errors + (500,)
     out: dict[str, Any] = {
         "operationId": op_id, "summary": summary,
         "security": security if security is not None else SECURED if secured else PUBLIC,

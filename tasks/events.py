@@ -9,8 +9,12 @@ from tasks.status import JobStatus
 STEP_STARTED, STEP_COMPLETED, STEP_FAILED = "started", "completed", "failed"
 
 
-def status_data(new: JobStatus, old: JobStatus | None) -> str:
-    return json.dumps({"status": new.value, "from": old.value if old else None})
+def status_data(new: JobStatus, old: JobStatus | None, reason: str | None = None) -> str:
+    """The same shape as tasks.sql.status_event: {"status", "from", "reason"?}."""
+    data = {"status": new.value, "from": old.value if old else None}
+    if reason:
+        data["reason"] = reason
+    return json.dumps(data)
 
 
 def step_data(name: str, seq: int, status: str) -> str:

@@ -105,7 +105,9 @@ def _run(job: store.ClaimedJob, worker: str) -> str:
 
 def _finish(ctx: JobContext, new: JobStatus, **kwargs: Any) -> str:
     """Write the run's last move, then whatever follows it (tasks.control.after_transition)."""
-    status_event = store.event(3, "status", new.value, status_data(new, S.RUNNING))
+    # A retry or a failure says why in its event, as the sweeps' moves do.
+    reason = kwargs.get("error")
+    status_event = store.event(3, "status", new.value, status_data(new, S.RUNNING, reason))
     events = [*ctx.pending_step_event(), status_event]
     try:
         done = store.finish(ctx.owner, ctx.next_write(), new, ctx.pending, events, **kwargs)
@@ -115,8 +117,9 @@ def _finish(ctx: JobContext, new: JobStatus, **kwargs: Any) -> str:
         log.exception("finish refused", extra={"action": "finish_refused",
                                                "job_id": str(ctx.job_id)})
         ctx.pending = None
-        status_event = store.event(3, "status", S.FAILED.value, status_data(S.FAILED, S.RUNNING))
         refused = f"the database refused the job's output: {exc.diag.message_primary}"
+        status_event = store.event(3, "status", S.FAILED.value,
+                                   status_data(S.FAILED, S.RUNNING, refused))
         done = store.finish(ctx.owner, ctx.next_write(), S.FAILED, None, [status_event],
                             error=refused)
     if done is None:

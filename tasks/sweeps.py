@@ -100,7 +100,8 @@ SELECT * FROM moved
 
 RECLAIM_STALE = _move_running(
     "heartbeat_at < now() - make_interval(secs => %(stale)s)",
-    "'worker lost: no heartbeat since ' || to_char(heartbeat_at, 'YYYY-MM-DD\"T\"HH24:MI:SSOF')",
+    "'worker lost: no heartbeat since ' || to_char(heartbeat_at, 'YYYY-MM-DD\"T\"HH24:MI:SSOF')"
+    " || ' from ' || coalesce(locked_by, 'an unknown worker')",
     retry=True,
 )
 EXPIRE_TIMEOUTS = _move_running(

@@ -2,9 +2,11 @@
 
 With SWITCHYARD_STEP_TRACE_DIR set, every step a worker actually runs (not a
 replay) appends a `start` and an `end` line to a JSON-lines file of its process.
-Times are CLOCK_MONOTONIC, which every process on a machine shares and no
-wall-clock skew moves, so runs in different workers can be compared. Lines are
-written with O_APPEND straight to the kernel: a kill -9 loses nothing written.
+Times are the process's wall clock (`time.time()`): a reader comparing workers
+corrects for a clock it knows to be off (the chaos suite's faketime'd worker).
+Not CLOCK_MONOTONIC: faketime cannot shift it by an offset (it replaces it), and
+with it left alone Python's sleeps fail under faketime. Lines are written with
+O_APPEND straight to the kernel: a kill -9 loses nothing written.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def step(event: str, job_id: object, seq: int, name: str, run: object,
     if fd is None:
         return
     line = {"ev": event, "job": str(job_id), "seq": seq, "name": name, "run": str(run),
-            "pid": os.getpid(), "t": time.monotonic()}
+            "pid": os.getpid(), "t": time.time()}
     if ok is not None:
         line["ok"] = ok
     os.write(fd, (json.dumps(line) + "\n").encode())

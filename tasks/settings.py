@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from tasks.egress import Allow
+
 
 class SettingsError(ValueError):
     """An environment variable holds a value Switchyard cannot use."""
@@ -104,6 +106,7 @@ class Settings:
     llm_price_output_per_mtok: float | None = None
     # tasks.effects: where email, GitHub dispatches and ad campaigns go. Secrets stay out of repr.
     effect_timeout_seconds: float = 15.0
+    egress_allow: str = ""  # CIDRs or host names tenant-built calls may reach (tasks.egress)
     smtp_host: str = ""  # empty (and no Resend key): email is not configured
     smtp_port: int = 25
     smtp_user: str = ""
@@ -131,6 +134,10 @@ class Settings:
         return sqlalchemy_url(self.database_url)
 
     @property
+    def egress(self) -> Allow:
+        return Allow.parse(self.egress_allow)
+
+    @property
     def libpq_url(self) -> str:
         return libpq_url(self.database_url)
 
@@ -147,6 +154,10 @@ def check(settings: Settings) -> Settings:
         raise SettingsError(
             f"SWITCHYARD_STALE_AFTER_SECONDS ({settings.stale_after_seconds:g}) must be at "
             f"least 3 x SWITCHYARD_HEARTBEAT_SECONDS ({settings.heartbeat_seconds:g})")
+    try:
+        Allow.parse(settings.egress_allow)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
     return settings
 
 
@@ -184,6 +195,7 @@ def get_settings() -> Settings:
             env_float("SWITCHYARD_LLM_PRICE_OUTPUT_PER_MTOK", 0.0)
             if env_str("SWITCHYARD_LLM_PRICE_OUTPUT_PER_MTOK", "") else None),
         effect_timeout_seconds=env_float("SWITCHYARD_EFFECT_TIMEOUT_SECONDS", 15.0, minimum=0.1),
+        egress_allow=env_str("SWITCHYARD_EGRESS_ALLOW", ""),
         smtp_host=env_str("SWITCHYARD_SMTP_HOST", ""),
         smtp_port=env_int("SWITCHYARD_SMTP_PORT", 25, minimum=1),
         smtp_user=env_str("SWITCHYARD_SMTP_USER", ""),

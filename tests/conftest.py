@@ -44,6 +44,8 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["SWITCHYARD_DATA_DIR"] = str(tmp / "data")
     for key, value in FAST_TIMINGS.items():
         os.environ.setdefault(key, value)
+    # The fake providers listen on loopback, which the egress guard refuses by default.
+    os.environ.setdefault("SWITCHYARD_EGRESS_ALLOW", "127.0.0.1")
     from tasks.settings import get_settings
 
     get_settings.cache_clear()

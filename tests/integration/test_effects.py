@@ -7,6 +7,7 @@ the SMTP server), never only in our own tables.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -345,6 +346,51 @@ def test_an_unreachable_provider_is_not_sent_and_retryable(project, fakes, monke
     with pytest.raises(RetryableError, match="nothing was sent"):
         send_email(project)
     assert ledger_rows(project) == []
+
+
+# --- the egress guard: a tenant's URL never reaches the operator's network -------------------
+
+def test_a_deploy_hook_aimed_at_loopback_is_refused_and_nothing_arrives(project, fakes,
+                                                                        monkeypatch):
+    set_env(monkeypatch, SWITCHYARD_EGRESS_ALLOW="")  # the shipped default: nothing internal
+    with pytest.raises(PermanentError, match=re.escape(
+            "egress refused: 127.0.0.1 is not reachable from here: 127.0.0.1 is a loopback")):
+        deploy(fakes.http, project)
+    assert fakes.http.received == [], "the local server must not have been called"
+    assert ledger_rows(project) == []
+
+
+@pytest.mark.parametrize("url", ["http://169.254.169.254/latest/meta-data/iam/",
+                                 "http://[::ffff:169.254.169.254]/", "http://10.0.0.1:8080/x"])
+def test_the_metadata_service_and_private_networks_are_refused(project, fakes, url):
+    with pytest.raises(PermanentError, match="egress refused"):
+        ledger.perform(project_id=project, action_type="deploy_hook", args={"url": url},
+                       idempotency_key="approval:meta")
+    assert ledger_rows(project) == []
+
+
+def test_the_call_goes_to_the_address_that_was_checked(project, fakes, monkeypatch):
+    """A name no DNS server knows, resolved once by the guard: the connection goes to the
+    pinned address and the hook sees its own name in Host."""
+    port = fakes.http.url.rsplit(":", 1)[1]
+    looked_up: list[str] = []
+    monkeypatch.setattr("tasks.egress.system_resolver",
+                        lambda host, p: looked_up.append(host) or ["127.0.0.1"])
+    url = f"http://hooks.pinned.test:{port}/deploy/site"
+    outcome = ledger.perform(project_id=project, action_type="deploy_hook",
+                             args={"url": url}, idempotency_key="approval:pinned")
+    assert outcome.status == "succeeded"
+    assert looked_up == ["hooks.pinned.test"]
+    assert [r.host for r in fakes.http.posts()] == [f"hooks.pinned.test:{port}"]
+
+
+def test_an_answer_is_read_up_to_its_cap(project, fakes):
+    fakes.http.script("POST", "/deploy/site", 200, {"id": "dep_big", "log": "x" * 300_000})
+    outcome = deploy(fakes.http, project)
+    # 64 KiB of a 300 KB answer were read: not JSON any more, so kept as bounded text
+    assert outcome.status == "succeeded"
+    body = ledger_rows(project)[0]["response"]["body"]
+    assert isinstance(body, str) and len(body) <= 4000
 
 
 def test_github_dispatch_posts_the_event_with_the_token(project, fakes):

@@ -36,6 +36,7 @@ class Received:
     authorization: str | None
     body: Any
     query: dict[str, str]
+    host: str = ""  # the Host header the request carried
 
 
 @dataclass
@@ -85,7 +86,7 @@ class FakeProviders:
     def _record(self) -> Received:
         got = Received(request.method, request.path, request.headers.get("Idempotency-Key"),
                        request.headers.get("Authorization"), request.get_json(silent=True),
-                       dict(request.args))
+                       dict(request.args), request.host)
         with self._lock:
             self.received.append(got)
         return got

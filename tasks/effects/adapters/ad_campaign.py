@@ -27,7 +27,7 @@ def call(key: str, args: dict[str, Any]) -> ProviderResult:
     if not base:
         return not_sent("SWITCHYARD_ADS_API_URL is not set", retryable=False)
     resp = http.request("POST", f"{base.rstrip('/')}/campaigns", json=args,
-                        headers=_headers(key))
+                        headers=_headers(key), tenant_url=False)
     return resp if isinstance(resp, ProviderResult) else http.classify(resp, "the ads API")
 
 
@@ -36,7 +36,7 @@ def reconcile(key: str, args: dict[str, Any], provider_ref: str | None) -> Provi
     if not base:
         return cannot_tell("SWITCHYARD_ADS_API_URL is not set, so the ads API cannot be asked")
     resp = http.request("GET", f"{base.rstrip('/')}/campaigns",
-                        params={"idempotency_key": key}, headers=_headers())
+                        params={"idempotency_key": key}, headers=_headers(), tenant_url=False)
     if isinstance(resp, ProviderResult):
         return cannot_tell(f"the ads API could not be asked: {resp.error}")
     body = http.body_of(resp)

@@ -62,7 +62,8 @@ def reconcile(key: str, args: dict[str, Any], provider_ref: str | None) -> Provi
         return cannot_tell("Resend gave no email id before the crash, and it cannot be "
                            "searched by idempotency key: check the Resend dashboard")
     resp = http.request("GET", f"{s.resend_base_url.rstrip('/')}/emails/{provider_ref}",
-                        headers={"Authorization": f"Bearer {s.resend_api_key}"})
+                        headers={"Authorization": f"Bearer {s.resend_api_key}"},
+                        tenant_url=False)
     if isinstance(resp, ProviderResult) or resp.status_code != 200:
         return cannot_tell(f"Resend could not tell what became of email {provider_ref}")
     return ProviderResult("succeeded", provider_ref=provider_ref,
@@ -78,7 +79,7 @@ def _send_resend(key: str, args: dict[str, Any], rcpts: list[str], sender: str,
         payload["html"] = args["html"]
     resp = http.request("POST", f"{s.resend_base_url.rstrip('/')}/emails", json=payload,
                         headers={"Authorization": f"Bearer {s.resend_api_key}",
-                                 "Idempotency-Key": key})
+                                 "Idempotency-Key": key}, tenant_url=False)
     if isinstance(resp, ProviderResult):
         return resp
     result = http.classify(resp, "Resend")

@@ -45,6 +45,7 @@ def call(key: str, args: dict[str, Any]) -> ProviderResult:
         headers={"Authorization": f"Bearer {s.github_token}",
                  "Accept": "application/vnd.github+json",
                  "X-GitHub-Api-Version": "2022-11-28"},
+        tenant_url=False,
     )
     return resp if isinstance(resp, ProviderResult) else http.classify(resp, "GitHub")
 

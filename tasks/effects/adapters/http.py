@@ -4,6 +4,10 @@ Every HTTP adapter shares this reading of the outcome: 2xx done; 401/403 our
 credentials (nothing happened, fix the configuration); 408/425/429 not done yet,
 come back later; other 4xx refused for good; 5xx, or a connection that broke
 after the request went out, may have acted: `unknown`, never a blind resend.
+
+A URL built from tenant data (a deploy hook's) goes through the egress guard
+(tasks.egress): checked, then called at the address that was checked. No
+redirect is followed and at most RESPONSE_LIMIT bytes of an answer are read.
 """
 
 from __future__ import annotations
@@ -12,24 +16,46 @@ from typing import Any
 
 import httpx
 
+from tasks import egress
 from tasks.effects.adapters.base import ProviderResult, not_sent
 from tasks.settings import get_settings
 
 BODY_LIMIT = 4000  # characters of a non-JSON body kept in the ledger
+RESPONSE_LIMIT = 64 * 1024  # bytes of an answer read at most
 RETRY_LATER = {408, 425, 429}
+DECODED = ("content-encoding", "content-length", "transfer-encoding")
 
 
 def request(method: str, url: str, *, headers: dict[str, str] | None = None,
-            json: Any = None, params: dict[str, str] | None = None,
+            json: Any = None, params: dict[str, str] | None = None, tenant_url: bool = True,
             ) -> httpx.Response | ProviderResult:
-    """The provider's response, or the ProviderResult a transport failure amounts to."""
-    seconds = get_settings().effect_timeout_seconds
+    """The provider's response, or the ProviderResult a transport failure amounts to.
+
+    `tenant_url=False` only for a URL the operator configured (the GitHub API, Resend,
+    the ads API): anything a tenant chose goes through the egress guard.
+    """
+    settings = get_settings()
+    seconds = settings.effect_timeout_seconds
     timeout = httpx.Timeout(seconds, connect=min(seconds, 10.0))
+    headers = dict(headers or {})
+    extensions: dict[str, Any] = {}
+    if tenant_url:
+        try:
+            dest = egress.resolve(url, settings.egress)
+        except egress.EgressRefused as exc:
+            return not_sent(f"egress refused: {exc}", retryable=False)
+        except OSError as exc:
+            return not_sent(f"could not resolve the host (nothing was sent): {exc}")
+        url, headers["Host"] = dest.pinned_url, dest.host_header
+        if dest.scheme == "https":  # TLS still names (and verifies) the host, not the address
+            extensions["sni_hostname"] = dest.host
     try:
         # A fresh client per call: a pooled connection gone stale could fail after
         # the request was written, which would turn a harmless retry into `unknown`.
-        with httpx.Client(timeout=timeout, follow_redirects=False) as client:
-            return client.request(method, url, headers=headers, json=json, params=params)
+        with httpx.Client(timeout=timeout, follow_redirects=False) as client, \
+                client.stream(method, url, headers=headers, json=json, params=params,
+                              extensions=extensions) as resp:
+            return _capped(resp)
     except (httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.LocalProtocolError) as exc:
         return not_sent(f"cannot make this request: {type(exc).__name__}: {exc}",
                         retryable=False)
@@ -41,6 +67,18 @@ def request(method: str, url: str, *, headers: dict[str, str] | None = None,
             error=f"the connection failed after the request went out, so the provider may "
                   f"have acted: {type(exc).__name__}: {exc}",
         )
+
+
+def _capped(resp: httpx.Response) -> httpx.Response:
+    """The answer with at most RESPONSE_LIMIT bytes of its body (the rest is never read)."""
+    body = bytearray()
+    for chunk in resp.iter_bytes():
+        body += chunk
+        if len(body) >= RESPONSE_LIMIT:
+            break
+    kept = [(k, v) for k, v in resp.headers.items() if k.lower() not in DECODED]
+    return httpx.Response(resp.status_code, headers=kept, content=bytes(body[:RESPONSE_LIMIT]),
+                          request=resp.request)
 
 
 def body_of(resp: httpx.Response) -> Any:

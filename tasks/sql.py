@@ -35,6 +35,20 @@ def ready_to_resume(alias: str) -> str:
             f"AND c.status NOT IN {sql_list(TERMINAL)})")
 
 
+def heartbeat_stale(alias: str = "") -> str:
+    """The run's worker has not checked in for %(stale)s seconds, by the database's clock.
+
+    And the database itself has been up that long: while it was down no worker
+    could check in, so after a restart (or a crash and recovery) every worker gets
+    one full period to reconnect before its runs are declared lost. Without this,
+    an outage longer than the stale threshold had every live run reclaimed and run
+    a second time the moment the database came back (the chaos suite caught it).
+    """
+    a = f"{alias}." if alias else ""
+    return (f"{a}heartbeat_at < now() - make_interval(secs => %(stale)s) "
+            "AND pg_postmaster_start_time() < now() - make_interval(secs => %(stale)s)")
+
+
 def running_under_key(key: str, alias: str = "r") -> str:
     return f"{alias}.concurrency_key = {key} AND {alias}.status = 'running'"
 

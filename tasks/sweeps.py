@@ -17,7 +17,7 @@ from psycopg.rows import dict_row
 from tasks import approvals, control, lifecycle, pg
 from tasks.dispatch import broker_depth, dispatch_quietly
 from tasks.settings import get_settings
-from tasks.sql import lit, moved_columns, ready_to_resume, status_event
+from tasks.sql import heartbeat_stale, lit, moved_columns, ready_to_resume, status_event
 from tasks.status import JobStatus, guard
 from tasks.store import Finished
 
@@ -99,7 +99,7 @@ SELECT * FROM moved
 
 
 RECLAIM_STALE = _move_running(
-    "heartbeat_at < now() - make_interval(secs => %(stale)s)",
+    heartbeat_stale(),
     "'worker lost: no heartbeat since ' || to_char(heartbeat_at, 'YYYY-MM-DD\"T\"HH24:MI:SSOF')"
     " || ' from ' || coalesce(locked_by, 'an unknown worker')",
     retry=True,

@@ -134,6 +134,7 @@ class Chaos:
     killed: dict[int, float] = field(default_factory=dict)  # pid -> time.time() of the kill
     skewed_pids: set[int] = field(default_factory=set)
     faults: Counter[str] = field(default_factory=Counter)
+    timeline: list[str] = field(default_factory=list)  # what was done when, for a failure
     stop: threading.Event = field(default_factory=threading.Event)
     generation: int = 0
 
@@ -163,6 +164,7 @@ class Chaos:
     def kill(self, proc: Proc) -> None:
         proc.kill9()
         self.killed[proc.pid] = time.time()
+        self.timeline.append(f"{_clock(self.killed[proc.pid])} killed {proc.name} (pid {proc.pid})")
 
     # The faults, each one a method; weights say how often the injector picks it.
     def kill_worker(self) -> None:
@@ -199,8 +201,14 @@ class Chaos:
         names, weights = zip(*self.WEIGHTS.items(), strict=True)
         while not self.stop.wait(self.rng.uniform(1.0, 3.0)):
             fault = self.rng.choices(names, weights)[0]
+            began = time.time()
             getattr(self, fault)()
             self.faults[fault] += 1
+            self.timeline.append(f"{_clock(began)} {fault} ({time.time() - began:.1f} s)")
+
+
+def _clock(t: float) -> str:
+    return f"{time.strftime('%H:%M:%S', time.gmtime(t))}.{int(t % 1 * 1000):03d} UTC"
 
 
 def canary_payload(rng: random.Random) -> dict[str, Any]:
@@ -285,7 +293,8 @@ def test_chaos(stack: Stack, fake_providers: FakeProviders,  # noqa: F811
             f"{len(verdict.run_twice)} run twice, {len(verdict.overlapping)} overlapping")
     chaos_conftest.LINES.append(f"{line} (seed {seed}, {took:.0f} s)")
     print(line)
-    assert verdict.ok(), f"seed {seed}:\n{verdict.report()}\n{procs.report(30)}"
+    assert verdict.ok(), (f"seed {seed}:\n{verdict.report()}\nfaults:\n"
+                          + "\n".join(chaos.timeline) + f"\n{procs.report(30)}")
     assert len(jobs) >= JOBS and faults > 0
 
 

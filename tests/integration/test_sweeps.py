@@ -351,3 +351,45 @@ def test_expire_approvals_takes_overdue_pending_approvals_out_of_the_inbox(proje
     assert sweep() == NOTHING | {"expire_approvals": 1}
     status = dict(pg.fetch("SELECT id, status FROM approvals"))
     assert status == {overdue: "expired", fresh: "pending"}
+
+
+def test_after_a_database_restart_live_workers_get_a_full_period_to_check_back_in() -> None:
+    """A restart longer than the stale threshold must not make every live run look lost:
+    before the fix the first sweep after it reclaimed them all (and they ran twice)."""
+    import tempfile
+    from pathlib import Path
+
+    import psycopg
+
+    from app.embedded import scratch_database
+    from tasks.settings import libpq_url
+    from tests.support.private_pg import PrivatePostgres
+
+    server = PrivatePostgres(Path(tempfile.mkdtemp(prefix="switchyard-restart-")))
+    server.start()
+    reclaim = next(s for s in sweeps.SWEEPS if s.name == "reclaim_stale")
+    try:
+        with scratch_database(server.url, "switchyard_restart") as url:
+            def reclaimed() -> int:
+                with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+                    return len(reclaim.run(conn, {"stale": 3.0}))
+
+            with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+                conn.execute("INSERT INTO projects (id, name) VALUES (gen_random_uuid(), 'p')")
+                conn.execute(
+                    "INSERT INTO agent_jobs (id, project_id, job_type, status, payload, "
+                    "idempotency_key, attempts, locked_by, locked_at, heartbeat_at) "
+                    "SELECT gen_random_uuid(), id, 'system.canary', 'running', '{}', 'k', 1, "
+                    "'a-live-worker:1', now() - interval '10 s', now() - interval '10 s' "
+                    "FROM projects WHERE name = 'p'")
+            time.sleep(3.2)  # the database has been up for longer than the threshold
+            # Given the database crashes and comes back while its worker cannot check in
+            server.stop("immediate")
+            server.start()
+            # Then the first sweeps leave the run alone for one stale period
+            assert reclaimed() == 0
+            # and only a worker still silent after it is declared lost
+            time.sleep(3.2)
+            assert reclaimed() == 1
+    finally:
+        server.close()

@@ -41,6 +41,7 @@ def require_token() -> None:
                        {"retry_after_seconds": round(wait, 3)},
                        headers={"Retry-After": str(math.ceil(wait))})
     g.owner_id = owner
+    g.token_digest = digest  # the credential's key for per-token limits (app.stream_slots)
 
 
 def _token_hash(path: str) -> str:

@@ -1,15 +1,21 @@
-"""Server-Sent Events: replay from a cursor, then live events from the hub, with keep-alives."""
+"""Server-Sent Events: replay from a cursor, then live events from the hub, with keep-alives.
+
+A stream lasts at most SWITCHYARD_STREAM_MAX_SECONDS, then ends; the client
+resumes it by cursor (an EventSource does so by itself, with Last-Event-ID).
+"""
 
 from __future__ import annotations
 
 import json
 import queue
+import time
 from collections.abc import Callable, Iterator
 
 from flask import Response, request
 
 from app.errors import ApiError
 from app.hub import Event, Subscription, history, hub
+from app.stream_slots import Slot
 from tasks.settings import get_settings
 
 
@@ -46,7 +52,9 @@ def event_stream(sub: Subscription, cursor: int,
     and stop, even when the last one is at or before the cursor (an EventSource
     reconnects with the id of the last event it got, and must not hang there).
     """
-    keepalive = get_settings().sse_keepalive_seconds  # SWITCHYARD_SSE_KEEPALIVE_SECONDS
+    settings = get_settings()
+    keepalive = settings.sse_keepalive_seconds  # SWITCHYARD_SSE_KEEPALIVE_SECONDS
+    deadline = time.monotonic() + settings.stream_max_seconds
     upto = hub.subscribe(sub)
     try:
         last = cursor
@@ -59,8 +67,11 @@ def event_stream(sub: Subscription, cursor: int,
             if is_last(e):
                 return
         while not ended and not sub.dropped:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return  # the stream's lifetime is over: the client resumes by cursor
             try:
-                e = sub.events.get(timeout=keepalive)
+                e = sub.events.get(timeout=min(keepalive, left))
             except queue.Empty:
                 yield None
                 continue
@@ -78,11 +89,15 @@ def event_stream(sub: Subscription, cursor: int,
         hub.unsubscribe(sub)
 
 
-def sse_response(events: Iterator[Event | None]) -> Response:
+def sse_response(events: Iterator[Event | None], slot: Slot) -> Response:
+    """The stream as a response; `slot` (app.stream_slots) is given back when it closes,
+    even when the body was never read."""
     def body() -> Iterator[str]:
         yield ": connected\n\n"
         for e in events:
             yield ": keep-alive\n\n" if e is None else format_event(e)
 
-    return Response(body(), mimetype="text/event-stream",
-                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    response = Response(body(), mimetype="text/event-stream",
+                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    response.call_on_close(slot.release)
+    return response

@@ -32,7 +32,8 @@ def create_app() -> Flask:
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     app = Flask("switchyard")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": 15}
+    app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": 15,
+                                         "max_message_size": streams.MAX_MESSAGE}
     app.json.sort_keys = False  # type: ignore[attr-defined]
     register_error_handlers(app)
     app.before_request(require_token)

@@ -91,6 +91,10 @@ class Settings:
     rate_limit_burst: float
     cron_secret: str
     sse_keepalive_seconds: float = 15.0
+    # app.stream_slots / app.sse: event streams one token may hold open per web process,
+    # and how long one lasts before the client resumes it by cursor.
+    streams_per_token: int = 20
+    stream_max_seconds: float = 600.0
     # app.routes.ui: the cookie session's signing key (empty: a random key kept in data_dir)
     # and whether the cookie is HTTPS-only (set it behind TLS).
     secret_key: str = field(default="", repr=False)
@@ -180,6 +184,8 @@ def get_settings() -> Settings:
         rate_limit_burst=env_float("SWITCHYARD_RATE_LIMIT_BURST", 400.0, minimum=1),
         cron_secret=env_str("SWITCHYARD_CRON_SECRET", ""),
         sse_keepalive_seconds=env_float("SWITCHYARD_SSE_KEEPALIVE_SECONDS", 15.0, minimum=0.05),
+        streams_per_token=env_int("SWITCHYARD_STREAMS_PER_TOKEN", 20, minimum=1),
+        stream_max_seconds=env_float("SWITCHYARD_STREAM_MAX_SECONDS", 600.0, minimum=1.0),
         secret_key=env_str("SWITCHYARD_SECRET_KEY", ""),
         secure_cookies=env_bool("SWITCHYARD_SECURE_COOKIES", False),
         llm_provider=env_str("SWITCHYARD_LLM_PROVIDER", "scripted").lower(),

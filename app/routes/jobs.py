@@ -22,6 +22,7 @@ from app.queries import (
 from app.routes.body import parse_body
 from app.schemas import JobCreate, JobListQuery, check_payload_types
 from app.sse import cursor_from_request, event_stream, sse_response
+from app.stream_slots import take_slot
 from models import AgentJob
 from tasks import control, diagnosis
 from tasks.enqueue import EnqueueRequest, enqueue
@@ -115,8 +116,9 @@ def job_events(jid: str):
     def is_last(e: Event) -> bool:
         return e.type == "status" and JobStatus(e.data.get("status")) in TERMINAL
 
+    slot = take_slot()  # before any 200: over the cap is a 429
     return sse_response(event_stream(Subscription(job_id=job_id), cursor, is_last,
-                                     ended=ended))
+                                     ended=ended), slot)
 
 
 @bp.get("/api/jobs/<jid>/diagnosis")

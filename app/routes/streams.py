@@ -1,8 +1,17 @@
-"""A project's live events: Server-Sent Events and WebSocket, both fed by the event hub."""
+"""A project's live events: Server-Sent Events and WebSocket, both fed by the event hub.
+
+Both take a stream slot (app.stream_slots) before any 200 and end after the
+stream's lifetime. The WebSocket takes no input: a thread of its own reads and
+drops whatever the client sends (unread frames would pile up in the server's
+memory), closing the socket with 1008 past INPUT_BUDGET bytes; a single message
+over MAX_MESSAGE bytes is refused by the WebSocket server itself (1009).
+"""
 
 from __future__ import annotations
 
 import json
+import threading
+from typing import Any
 
 from flask import Blueprint, g, request
 from flask_sock import Sock
@@ -13,9 +22,14 @@ from app.auth import current_owner
 from app.hub import Subscription
 from app.queries import require_project
 from app.sse import cursor_from_request, event_stream, sse_response
+from app.stream_slots import take_slot
 
 bp = Blueprint("streams", __name__)
 sock = Sock()
+
+MAX_MESSAGE = 64 * 1024       # bytes in one client message (SOCK_SERVER_OPTIONS)
+INPUT_BUDGET = 256 * 1024     # bytes a client may send over a socket's whole life
+POLICY_VIOLATION, GOING_AWAY = 1008, 1001
 
 
 def _owned_project_id(pid: str):
@@ -27,8 +41,9 @@ def _owned_project_id(pid: str):
 @bp.get("/api/projects/<pid>/events")
 def project_events(pid: str):
     project_id = _owned_project_id(pid)
-    return sse_response(event_stream(Subscription(project_id=project_id),
-                                     cursor_from_request()))
+    cursor = cursor_from_request()
+    slot = take_slot()  # before any 200: over the cap is a 429
+    return sse_response(event_stream(Subscription(project_id=project_id), cursor), slot)
 
 
 @bp.before_request
@@ -38,16 +53,50 @@ def _refuse_socket_before_upgrade() -> None:
     if request.endpoint == "streams.project_socket":
         g.socket_project_id = _owned_project_id((request.view_args or {})["pid"])
         g.socket_cursor = cursor_from_request()
+        g.socket_slot = take_slot()
+
+
+@bp.teardown_request
+def _give_socket_slot_back(_exc: BaseException | None) -> None:
+    # Teardown runs however the socket ended, even when the upgrade itself failed.
+    slot = g.pop("socket_slot", None)
+    if slot is not None:
+        slot.release()
 
 
 @sock.route("/ws/projects/<pid>", bp=bp)
-def project_socket(ws, pid: str) -> None:
+def project_socket(ws: Any, pid: str) -> None:
     stream = event_stream(Subscription(project_id=g.socket_project_id), g.socket_cursor)
+    done = threading.Event()
+    threading.Thread(target=_discard_input, args=(ws, done), name="ws-input",
+                     daemon=True).start()
     try:
         for e in stream:
+            if done.is_set():
+                return  # the input side closed the socket
             if e is not None:  # keep-alives are WebSocket pings (SOCK_SERVER_OPTIONS)
                 ws.send(json.dumps(e.as_json()))
+        ws.close(GOING_AWAY, "the stream's lifetime is over: reconnect with your cursor")
     except ConnectionClosed:
         pass
     finally:
+        done.set()
         stream.close()
+
+
+def _discard_input(ws: Any, done: threading.Event) -> None:
+    """Read and drop what the client sends; close the socket once it has sent too much."""
+    received = 0
+    try:
+        while not done.is_set():
+            data = ws.receive(timeout=1)
+            if data is None:
+                continue
+            received += len(data)
+            if received > INPUT_BUDGET:
+                ws.close(POLICY_VIOLATION, "this stream takes no input")
+                break
+    except ConnectionClosed:
+        pass
+    finally:
+        done.set()

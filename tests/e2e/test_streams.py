@@ -73,7 +73,9 @@ class Web:
 def web(procs: Procs) -> Iterator[Web]:
     """A gunicorn web process (killed at teardown by `procs`), a token and a project."""
     proc, base = procs.web(threads=150,
-                           env={"SWITCHYARD_SSE_KEEPALIVE_SECONDS": str(KEEPALIVE)})
+                           env={"SWITCHYARD_SSE_KEEPALIVE_SECONDS": str(KEEPALIVE),
+                                # one token plays a hundred clients here
+                                "SWITCHYARD_STREAMS_PER_TOKEN": "1000"})
     with session_scope(session_factory()) as s:
         owner_id, token = create_token(s, "alice")
     project = str(uuid.uuid4())

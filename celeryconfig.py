@@ -38,7 +38,8 @@ task_default_priority = 4  # tasks.queues.broker_priority(5) on Redis
 task_queues = [
     Queue(name, routing_key=name, queue_arguments={"x-max-priority": 9}) for name in QUEUES
 ]
-task_routes = {"tasks.sweep": {"queue": "sweeps"}, "tasks.schedule": {"queue": "sweeps"}}
+task_routes = {"tasks.sweep": {"queue": "sweeps"}, "tasks.schedule": {"queue": "sweeps"},
+               "tasks.maintain": {"queue": "sweeps"}}
 
 worker_prefetch_multiplier = _settings.prefetch_multiplier
 worker_hijack_root_logger = False
@@ -61,6 +62,12 @@ beat_schedule = {
         "schedule": _settings.sweep_seconds,
         # A sweep that waited behind busy workers for a few ticks is dropped, not piled up.
         "options": {"queue": "sweeps", "expires": max(_settings.sweep_seconds * 3, 10.0)},
+    },
+    # Retention (tasks.retention): safe to fire twice, one process works at a time.
+    "switchyard-maintain": {
+        "task": "tasks.maintain",
+        "schedule": _settings.maintenance_seconds,
+        "options": {"queue": "sweeps", "expires": _settings.maintenance_seconds},
     },
     # The keys (tasks.schedules) make these safe to fire twice, from beat or from cron.
     "email-process-due": _scheduled("email.process_due", 60.0, 55.0),

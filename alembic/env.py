@@ -6,6 +6,7 @@ from alembic import context
 from sqlalchemy import create_engine, pool
 
 from models import Base
+from models.schema import managed_by_migrations
 from tasks.settings import get_settings, sqlalchemy_url
 
 config = context.config
@@ -19,6 +20,11 @@ def database_url() -> str:
     return sqlalchemy_url(config.get_main_option("sqlalchemy.url") or get_settings().database_url)
 
 
+def _include_name(name, type_, parent_names) -> bool:
+    """Autogenerate leaves the event log's daily partitions alone: they are made at run time."""
+    return type_ != "table" or managed_by_migrations(name)
+
+
 def run_migrations_offline() -> None:
     context.configure(url=database_url(), target_metadata=target_metadata, literal_binds=True)
     with context.begin_transaction():
@@ -28,7 +34,8 @@ def run_migrations_offline() -> None:
 def run_migrations_online() -> None:
     engine = create_engine(database_url(), poolclass=pool.NullPool)
     with engine.connect() as connection:
-        context.configure(connection=connection, target_metadata=target_metadata, compare_type=True)
+        context.configure(connection=connection, target_metadata=target_metadata, compare_type=True,
+                          include_name=_include_name)
         with context.begin_transaction():
             context.run_migrations()
     engine.dispose()

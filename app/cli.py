@@ -6,10 +6,16 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 
 from tasks.settings import get_settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 
 @click.group()
@@ -82,13 +88,16 @@ def token() -> None:
 
 @token.command("create")
 @click.argument("owner")
-def token_create(owner: str) -> None:
+@click.option("--admin", is_flag=True, help="the monitor and diagnosis show this token the "
+              "whole fleet (every tenant's queues and workers)")
+def token_create(owner: str, admin: bool) -> None:
     """Create a token for OWNER (created if new). The token is the last line printed."""
     from app.tokens import create_token
 
     with _session() as session:
-        owner_id, secret = create_token(session, owner)
-    click.echo(f"owner {owner} ({owner_id}); keep this token, it is not shown again:")
+        owner_id, secret = create_token(session, owner, admin=admin)
+    kind = "an admin token" if admin else "a token"
+    click.echo(f"owner {owner} ({owner_id}), {kind}; keep it, it is not shown again:")
     click.echo(secret)
 
 
@@ -99,7 +108,8 @@ def token_list() -> None:
     with _session() as session:
         for t in list_tokens(session):
             state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
-            click.echo(f"{t.id}  {t.prefix}…  {t.owner:<20} {state}")
+            click.echo(f"{t.id}  {t.prefix}…  {t.owner:<20} {state}"
+                       + ("  admin" if t.admin else ""))
 
 
 @token.command("revoke")
@@ -184,11 +194,15 @@ def up(port: int) -> None:
     run_all(port)
 
 
-def _session():
+@contextmanager
+def _session() -> Iterator[Session]:
+    """One atomic unit of work (the session's statements join the transaction: app.db)."""
     from app.db import session_factory
     from models.db import session_scope
+    from tasks import pg
 
-    return session_scope(session_factory())
+    with pg.transaction(), session_scope(session_factory()) as session:
+        yield session
 
 
 if __name__ == "__main__":

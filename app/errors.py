@@ -9,7 +9,9 @@ from flask import Flask, jsonify
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
+from app import responses
 from tasks import pg
+from tasks.effects.review import UnknownEffectPending
 from tasks.enqueue import ProjectNotFound
 from tasks.errors import InvalidPayload, UnknownJobType
 
@@ -43,11 +45,22 @@ def not_found(what: str) -> ApiError:
     return ApiError(404, "not_found", f"{what} not found")
 
 
+def unknown_effect_conflict(exc: UnknownEffectPending) -> ApiError:
+    """Doing an action again while an earlier effect of it may have happened."""
+    return ApiError(409, "effect_unknown", str(exc), {"effect_id": exc.effect_id,
+                                                      "kind": exc.kind})
+
+
 def validation_error(exc: ValidationError) -> ApiError:
     fields: dict[str, str] = {}
     for err in exc.errors():
         name = ".".join(str(p) for p in err["loc"]) or "body"
         fields[name] = "field required" if err["type"] == "missing" else err["msg"]
+    return invalid_fields(fields)
+
+
+def invalid_fields(fields: dict[str, str]) -> ApiError:
+    """A 422 naming each bad field (dotted path) and what is wrong with it."""
     if not fields:
         return ApiError(422, "validation_error", "the request body is invalid")
     summary = "; ".join(f"{k}: {v}" for k, v in fields.items())
@@ -56,7 +69,9 @@ def validation_error(exc: ValidationError) -> ApiError:
 
 
 def _body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "details": details or {}}}
+    # Constructed, not validated: the handler of an error must not raise one of its own.
+    return responses.Error.model_construct(error=responses.ErrorDetail.model_construct(
+        code=code, message=message, details=details or {})).dump()
 
 
 def register_error_handlers(app: Flask) -> None:

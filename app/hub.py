@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from app import pgpool
+from app import responses
 from app.errors import ApiError
 from tasks import pg
 
@@ -59,10 +59,11 @@ class Event:
     late: bool = False  # committed after the hub had moved past its id
 
     def as_json(self) -> dict[str, Any]:
-        return {"id": self.id, "job_id": str(self.job_id) if self.job_id else None,
-                "project_id": str(self.project_id), "type": self.type,
-                "message": self.message, "data": self.data,
-                "created_at": self.created_at.isoformat()}
+        # Constructed, not validated: one odd stored row must not end every replay that
+        # reaches it, and this runs once per event per subscriber.
+        return responses.Event.model_construct(
+            id=self.id, job_id=self.job_id, project_id=self.project_id, type=self.type,
+            message=self.message, data=self.data, created_at=self.created_at).dump()
 
 
 @dataclass(eq=False)
@@ -130,26 +131,31 @@ class EventHub:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                with pg.connect() as listener:
-                    listener.execute(f"LISTEN {CHANNEL}")
-                    if self._cursor is None:
-                        row = pg.fetch_one("SELECT COALESCE(max(id), 0) FROM agent_job_events")
-                        self._cursor = row[0] if row else 0
-                    self._ready.set()
-                    self._failing = False
-                    while not self._stop.is_set():
-                        self._poll()
-                        # Woken by the next NOTIFY; the timeout re-reads anyway, which
-                        # closes a gap that is waiting for its late commit.
-                        timeout = GAP_RECHECK if self._gap_since is not None else IDLE_RECHECK
-                        for _ in listener.notifies(timeout=timeout, stop_after=1):
-                            pass
+                # One connection listens and reads (psycopg keeps a NOTIFY that arrives
+                # during a read for the next notifies()); in a web process it is one
+                # of the pool's (app.pgpool), held for the hub's life.
+                listener = pg.connection()
+                listener.execute(f"LISTEN {CHANNEL}")
+                if self._cursor is None:
+                    row = pg.fetch_one("SELECT COALESCE(max(id), 0) FROM agent_job_events")
+                    self._cursor = row[0] if row else 0
+                self._ready.set()
+                self._failing = False
+                while not self._stop.is_set():
+                    self._poll()
+                    # Woken by the next NOTIFY; the timeout re-reads anyway, which
+                    # closes a gap that is waiting for its late commit.
+                    timeout = GAP_RECHECK if self._gap_since is not None else IDLE_RECHECK
+                    for _ in listener.notifies(timeout=timeout, stop_after=1):
+                        pass
             except Exception:
+                pg.reset()  # closed, and given back to the pool it came from
                 # One traceback per outage, not one per second of it.
                 log.warning("event hub lost its connection; reconnecting",
                             exc_info=not self._failing)
                 self._failing = True
                 time.sleep(1)
+        pg.reset()  # a LISTENing connection goes back to no pool
 
     def _poll(self) -> None:
         assert self._cursor is not None
@@ -205,21 +211,6 @@ class EventHub:
             except queue.Full:
                 s.dropped = True
                 self.unsubscribe(s)
-
-
-def history(sub: Subscription, after: int, upto: int) -> list[Event]:
-    """Stored events matching `sub` with after < id <= upto, in order.
-
-    Read on a connection borrowed from the web process's bounded pool and given
-    back at once: `tasks.pg`'s connection is per thread and stays open with it,
-    and a stream holds its thread for its whole life, so N open streams would
-    otherwise hold N idle database connections (100 subscribers exhausted
-    PostgreSQL's default max_connections in bench/http_latency.py).
-    """
-    column, value = ("job_id", sub.job_id) if sub.job_id else ("project_id", sub.project_id)
-    rows = pgpool.fetch(f"SELECT {EVENT_COLUMNS} FROM agent_job_events WHERE {column} = %s "
-                        "AND id > %s AND id <= %s ORDER BY id", (value, after, upto))
-    return [Event(*r) for r in rows]
 
 
 hub = EventHub()

@@ -15,11 +15,13 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import click
 
 from app.cli import beat_command, web_command, worker_command
 from app.embedded import embedded_postgres, embedded_redis, embedded_smtp
+from tasks import pg
 from tasks.settings import get_settings
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -44,8 +46,10 @@ def run_all(port: int) -> None:
         token = _local_token()
         children = _start_children(port)
         stack.callback(_stop_children, children)
-        click.echo(f"\nSwitchyard is up: http://127.0.0.1:{port}/healthz")
-        click.echo(f"API token (owner 'local'): {token}")
+        url = f"http://127.0.0.1:{port}/"
+        _wait_for_web(url, children["web"])
+        click.echo(f"\nSwitchyard is up: {url}")
+        click.echo(f"API token (owner 'local'): {token}  (sign in to the UI with it)")
         click.echo("Ctrl-C stops everything.\n")
         _wait(children)
 
@@ -61,7 +65,7 @@ def _local_token() -> str:
     from app.tokens import create_token
     from models.db import session_scope
 
-    with session_scope(session_factory()) as session:
+    with pg.transaction(), session_scope(session_factory()) as session:
         _, token = create_token(session, "local")
     return token
 
@@ -74,6 +78,17 @@ def _start_children(port: int) -> dict[str, subprocess.Popen]:
     }
     # Own sessions, so Ctrl-C reaches only us and we stop them in order.
     return {name: subprocess.Popen(cmd, start_new_session=True) for name, cmd in commands.items()}
+
+
+def _wait_for_web(url: str, web: subprocess.Popen, timeout: float = 60.0) -> None:
+    """The address is printed once it answers, so the first click never meets a refusal."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and web.poll() is None:
+        try:
+            with urllib.request.urlopen(url + "healthz", timeout=2):
+                return
+        except OSError:
+            time.sleep(0.2)
 
 
 def _wait(children: dict[str, subprocess.Popen]) -> None:

@@ -1,8 +1,20 @@
-"""GET /metrics: Prometheus text, read from PostgreSQL at scrape time plus this process's hub."""
+"""GET /metrics: Prometheus text for the operator, from cheap queries read once per few seconds.
+
+Every figure read from PostgreSQL is bounded by the live backlog or by an index range,
+never by the history the tables keep: jobs not yet finished (the status/type index),
+the oldest due job per queue (the ready index), step durations from the newest step
+events (a primary-key range), table sizes from the planner's estimates. One reading
+serves every scrape for SWITCHYARD_METRICS_CACHE_SECONDS; figures of this process
+(open streams) are live.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -10,41 +22,123 @@ from prometheus_client.registry import Collector
 
 from app.hub import hub
 from tasks import pg
+from tasks.settings import get_settings
+from tasks.status import ACTIVE, sql_list
+
+clock: Callable[[], float] = time.monotonic  # replaced by the tests
+STEP_EVENTS_SAMPLED = 20_000  # the newest step events the duration quantiles look at
+
+UNFINISHED_JOBS = (f"SELECT job_type, status, count(*) FROM agent_jobs "
+                   f"WHERE status IN {sql_list(ACTIVE)} GROUP BY 1, 2")
+OLDEST_DUE = ("SELECT queue, extract(epoch FROM now() - min(run_after)) FROM agent_jobs "
+              "WHERE status = 'queued' AND run_after <= now() GROUP BY 1")
+STEP_QUANTILES = """
+SELECT j.job_type,
+    percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM s.finished_at - s.started_at)),
+    percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM s.finished_at - s.started_at))
+FROM agent_job_events e
+JOIN job_steps s ON s.job_id = e.job_id AND s.seq = (e.data->>'seq')::int
+JOIN agent_jobs j ON j.id = e.job_id
+WHERE e.id > %(floor)s AND e.type = 'step' AND e.data->>'status' = 'completed'
+  AND e.created_at > now() - interval '5 minutes' AND s.finished_at IS NOT NULL
+GROUP BY 1
+"""
+TOTALS = """
+SELECT (SELECT COALESCE(max(id), 0) FROM agent_job_events),
+       (SELECT count(*) FROM worker_heartbeats WHERE stopped_at IS NULL
+          AND last_seen_at > now() - make_interval(secs => %(stale)s)),
+       (SELECT json_object_agg(name, rows) FROM (
+          SELECT name, (SELECT sum(GREATEST(c.reltuples, 0)) FROM pg_class c  -- or its partitions
+                        WHERE c.relkind = 'r' AND (c.oid = name OR c.oid IN
+                            (SELECT relid FROM pg_partition_tree(name)))) AS rows
+          FROM unnest(ARRAY['agent_jobs', 'agent_job_events', 'job_steps']::regclass[]) name
+       ) tables)
+"""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one refresh read from PostgreSQL."""
+
+    jobs: list[tuple[str, str, int]]
+    oldest_due: list[tuple[str, float]]
+    step_quantiles: list[tuple[str, float, float]]
+    events_written: int
+    workers_alive: int
+    table_rows: dict[str, float]
+
+
+def read_database() -> Reading:
+    settings = get_settings()
+    (events, alive, rows), = pg.fetch(TOTALS, {"stale": settings.stale_after_seconds})
+    # The floor as a value, not a subquery: the planner then sees a short id range and
+    # joins by index, instead of planning for a third of the events table.
+    floor = max(int(events) - STEP_EVENTS_SAMPLED, 0)
+    return Reading(
+        jobs=[(t, s, int(n)) for t, s, n in pg.fetch(UNFINISHED_JOBS)],
+        oldest_due=[(q, float(age)) for q, age in pg.fetch(OLDEST_DUE)],
+        step_quantiles=[(t, float(p50), float(p99)) for t, p50, p99 in
+                        pg.fetch(STEP_QUANTILES, {"floor": floor})],
+        events_written=int(events), workers_alive=int(alive), table_rows=dict(rows or {}))
+
+
+class Cached:
+    """One value for `ttl()` seconds; concurrent callers wait for the one refresh."""
+
+    def __init__(self, load: Callable[[], Any], ttl: Callable[[], float]) -> None:
+        self._load, self._ttl = load, ttl
+        self._lock = threading.Lock()
+        self._value: Any = None
+        self._at = 0.0
+
+    def get(self) -> Any:
+        with self._lock:
+            if self._value is None or clock() - self._at >= self._ttl():
+                self._value, self._at = self._load(), clock()
+            return self._value
+
+    def forget(self) -> None:
+        with self._lock:
+            self._value = None
+
+
+_reading = Cached(read_database, lambda: get_settings().metrics_cache_seconds)
 
 
 class SwitchyardCollector(Collector):
     def collect(self) -> Iterator[Metric]:
-        jobs = GaugeMetricFamily("switchyard_jobs", "Jobs by type and status",
+        r: Reading = _reading.get()
+        jobs = GaugeMetricFamily("switchyard_jobs", "Jobs not yet finished, by type and status",
                                  labels=["job_type", "status"])
-        for job_type, status, n in pg.fetch(
-                "SELECT job_type, status, count(*) FROM agent_jobs GROUP BY 1, 2"):
+        for job_type, status, n in r.jobs:
             jobs.add_metric([job_type, status], n)
         yield jobs
         age = GaugeMetricFamily("switchyard_queue_oldest_age_seconds",
                                 "Age of the oldest due queued job", labels=["queue"])
-        for queue, seconds in pg.fetch(
-                "SELECT queue, extract(epoch FROM now() - min(run_after)) FROM agent_jobs "
-                "WHERE status = 'queued' AND run_after <= now() GROUP BY 1"):
-            age.add_metric([queue], float(seconds))
+        for queue, seconds in r.oldest_due:
+            age.add_metric([queue], seconds)
         yield age
         steps = GaugeMetricFamily("switchyard_step_duration_seconds",
-                                  "Step durations over the last 5 minutes",
+                                  "Durations of steps completed in the last 5 minutes (among "
+                                  f"the newest {STEP_EVENTS_SAMPLED} step events)",
                                   labels=["job_type", "quantile"])
-        for job_type, p50, p99 in pg.fetch(
-                "SELECT j.job_type, "
-                "percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM "
-                "s.finished_at - s.started_at)), "
-                "percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM "
-                "s.finished_at - s.started_at)) "
-                "FROM job_steps s JOIN agent_jobs j ON j.id = s.job_id "
-                "WHERE s.finished_at > now() - interval '5 minutes' GROUP BY 1"):
-            steps.add_metric([job_type, "0.5"], float(p50))
-            steps.add_metric([job_type, "0.99"], float(p99))
+        for job_type, p50, p99 in r.step_quantiles:
+            steps.add_metric([job_type, "0.5"], p50)
+            steps.add_metric([job_type, "0.99"], p99)
         yield steps
         events = CounterMetricFamily("switchyard_events_written", "Events written (all time)")
-        row = pg.fetch_one("SELECT COALESCE(max(id), 0) FROM agent_job_events")
-        events.add_metric([], float(row[0] if row else 0))
+        events.add_metric([], float(r.events_written))
         yield events
+        workers = GaugeMetricFamily("switchyard_workers_alive",
+                                    "Workers whose heartbeat is fresh")
+        workers.add_metric([], r.workers_alive)
+        yield workers
+        rows = GaugeMetricFamily("switchyard_table_rows_estimate",
+                                 "Rows in the big tables (the planner's estimate)",
+                                 labels=["table"])
+        for table, n in sorted(r.table_rows.items()):
+            rows.add_metric([table], float(n))
+        yield rows
         subs = GaugeMetricFamily("switchyard_stream_subscribers",
                                  "Open SSE/WebSocket streams in this web process")
         subs.add_metric([], hub.subscribers)
@@ -57,3 +151,8 @@ _registry.register(SwitchyardCollector())
 
 def render() -> bytes:
     return generate_latest(_registry)
+
+
+def forget() -> None:
+    """Drop the cached reading (tests; a settings change)."""
+    _reading.forget()

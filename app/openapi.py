@@ -1,7 +1,8 @@
 """The OpenAPI 3.1 document of the HTTP API, built from the request models and the job registry.
 
 Request bodies come from the pydantic models themselves, so the document cannot drift from
-what the server validates; tests run schemathesis against it and check every route is in it.
+what the server validates, and so do response bodies (app.responses, the models the serializers
+build); tests run schemathesis against it and check every route is in it.
 """
 
 from __future__ import annotations
@@ -11,31 +12,51 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from app.openapi_components import REF, RESPONSE_SCHEMAS, UUID, obj, ref, typed
+from app import event_log
+from app.openapi_components import REF, UUID, obj, ref, typed
+from app.responses import RESPONSE_MODELS
+from app.routes.effects import ResolveBody
 from app.routes.owner_jobs import RetryFilter
+from app.routes.secrets import SecretBody
 from app.routes.startup import ChatBody, DecisionBody, LaunchBody
-from app.schemas import NO_NUL, JobCreate, JobListQuery, ProjectCreate, ProjectUpdate
-from models.startup import APPROVAL_STATUSES
-from tasks import registry
+from app.schemas import (
+    NO_NUL,
+    ChatListQuery,
+    EventPageQuery,
+    JobCreate,
+    JobListQuery,
+    ProjectCreate,
+    ProjectUpdate,
+)
+from models.startup import APPROVAL_STATUSES, EFFECT_STATUSES
+from tasks import keystore, registry
+from tasks.effects.policy import KINDS
+from tasks.settings import get_settings
 from tasks.status import JobStatus
 
 JSON = "application/json"
 SECURED = [{"bearer": []}]
 CRON: list[dict[str, list[str]]] = [{"cron": []}]
+METRICS: list[dict[str, list[str]]] = [{"metrics": []}]
 PUBLIC: list[dict[str, list[str]]] = []
 
 DESCRIPTION = """Durable jobs for AI agents. Every `/api/*` call needs `Authorization: Bearer
 <token>` (tokens come from `switchyard token create`); another owner's project or job answers
-404, never 403. Every 4xx/5xx body is `{"error": {"code", "message", "details"}}`.
+404, never 403. Every 4xx/5xx body is `{"error": {"code", "message", "details"}}`. An answer
+sent without reading the request body (a 413, a 401 before the body) carries `Connection: close`.
+
+The monitor and diagnosis show a token its owner's jobs only; an admin token
+(`switchyard token create OWNER --admin`) sees the fleet there.
 
 Live events also come as JSON text frames over the WebSocket `/ws/projects/{pid}?cursor=<event
-id>` (same auth, same event objects as the Server-Sent Events streams)."""
+id>` or `?tail=N` (same auth, same event objects as the Server-Sent Events streams)."""
 
 
 BODIES: dict[str, type[BaseModel]] = {"ProjectCreate": ProjectCreate,
                                       "ProjectUpdate": ProjectUpdate, "JobCreate": JobCreate,
                                       "RetryFilter": RetryFilter, "LaunchBody": LaunchBody,
-                                      "ChatBody": ChatBody, "DecisionBody": DecisionBody}
+                                      "ChatBody": ChatBody, "DecisionBody": DecisionBody,
+                                      "SecretBody": SecretBody, "ResolveBody": ResolveBody}
 
 
 def _json(description: str, schema: str) -> dict[str, Any]:
@@ -56,15 +77,19 @@ ERRORS: dict[int, dict[str, Any]] = {
     403: _error("A cookie-session (web UI) request that changes something lacked its "
                 "`X-CSRF-Token` header."),
     404: _error("No such resource for this owner (another owner's is a 404 too)."),
-    409: _error("The job is not in a status that allows this."),
+    409: _error("Not in a state that allows this (`effect_unknown`: an earlier effect of the "
+                "same action has an unknown outcome; resolve it first)."),
     413: _error("The request body is larger than 1 MiB."),
-    422: _error("A missing, unknown or wrong-typed field; `details.fields` names each."),
-    429: _error("Too many requests for this token.",
+    422: _error("A missing, unknown or wrong-typed field, or a number PostgreSQL cannot store "
+                "(`NaN`, `Infinity`, `1e999`) anywhere in the body; `details.fields` names each."),
+    429: _error("Too many requests for this token (`rate_limited`), or too many failed "
+                "authentications from this client address (`auth_rate_limited`).",
                 **{"Retry-After": {"schema": typed("integer", minimum=0)}}),
     500: _error("An unexpected error; the body never carries internals."),
     503: _error("The database is unavailable for the moment (`database_unavailable`: retry "
-                "after `Retry-After` seconds), or, from /readyz, not ready (`details.checks` says "
-                "whether the database or the broker failed).",
+                "after `Retry-After` seconds), or the artifact store "
+                "(`artifact_store_unavailable`), or, from /readyz, not ready (`details.checks` "
+                "says whether the database or the broker failed).",
                 **{"Retry-After": {"schema": typed("integer", minimum=0)}}),
 }
 
@@ -96,13 +121,38 @@ def _path_param(name: str, what: str) -> dict[str, Any]:
 
 
 PID, JID = _path_param("pid", "project"), _path_param("jid", "job")
-AID = _path_param("aid", "approval")
+AID, EID = _path_param("aid", "approval"), _path_param("eid", "effect")
+ARTID = _path_param("artid", "artifact")
 SSE_PARAMS = [
     {"name": "cursor", "in": "query", "required": False, "schema": typed("integer", minimum=0),
-     "description": "Replay every event after this event id (default 0: all)."},
+     "description": "Replay every event after this event id (default 0: all), then go live."},
+    {"name": "tail", "in": "query", "required": False,
+     "schema": typed("integer", minimum=0, maximum=event_log.MAX_TAIL),
+     "description": "Instead of `cursor`: open N events back (replay the last N stored "
+                    "events, then go live; 0: live only). Older ones come from "
+                    "`…/events/history?before=`. Not with `cursor` (400)."},
     {"name": "Last-Event-ID", "in": "header", "required": False,
      "schema": typed("string", pattern="^[0-9]+$"),
-     "description": "The browser's reconnect cursor; `cursor` wins when both are given."},
+     "description": "The browser's reconnect cursor; it wins over `cursor` and `tail`, so an "
+                    "EventSource that comes back gets only what it has not seen."},
+]
+EVENT_PAGE_PARAMS = [
+    {"name": "before", "in": "query", "required": False,
+     "schema": typed("integer", minimum=1, maximum=2**63 - 1),
+     "description": "Events with a smaller id than this (the `next` of the previous page, or "
+                    "the oldest id a stream sent); absent: the newest."},
+    {"name": "limit", "in": "query", "required": False,
+     "schema": typed("integer", minimum=1, maximum=event_log.MAX_PAGE,
+                     default=EventPageQuery.model_fields["limit"].default)},
+    {"name": "types", "in": "query", "required": False,
+     "schema": typed("string", pattern=r"^[a-z_]+(,[a-z_]+)*$"),
+     "description": "Only events of these comma-separated types (e.g. `status,step,log`)."},
+]
+CHAT_PAGE_PARAMS = [
+    {"name": "limit", "in": "query", "required": False, "schema": typed(
+        "integer", minimum=1, maximum=200, default=ChatListQuery.model_fields["limit"].default)},
+    {"name": "before", "in": "query", "required": False, "schema": typed("string"),
+     "description": "The opaque `next` cursor of the previous page."},
 ]
 # Before OpenAPI 3.2 the `schema` of an event stream describes one event (comments aside).
 SSE_EVENT = obj({"id": typed("string", pattern="^[0-9]+$"), "event": typed("string"),
@@ -139,9 +189,17 @@ def paths() -> dict[str, Any]:
                                 {200: _json("Up.", "Health")}, (), secured=False)},
         "/readyz": {"get": _op("readyz", "The database and the broker answer.",
                                {200: _json("Ready.", "Readiness")}, (503,), secured=False)},
-        "/metrics": {"get": _op("metrics", "Prometheus metrics (aggregates only).", {200: {
-            "description": "Prometheus text exposition format.",
-            "content": {"text/plain": {"schema": typed("string")}}}}, (), secured=False)},
+        "/metrics": {"get": _op(
+            "metrics", "Prometheus metrics of the whole fleet, for the operator: "
+            "`Authorization: Bearer $SWITCHYARD_METRICS_TOKEN` (an API token is refused). "
+            "Figures from PostgreSQL are read at most once per SWITCHYARD_METRICS_CACHE_SECONDS.",
+            {200: {"description": "Prometheus text exposition format.",
+                   "content": {"text/plain": {"schema": typed("string")}}},
+             401: _error("No, malformed or wrong metrics token.",
+                         **{"WWW-Authenticate": {"schema": {"const": "Bearer"}}}),
+             404: _error("`metrics_disabled`: SWITCHYARD_METRICS_TOKEN is not set, so /metrics "
+                         "is off.")},
+            (), secured=False, security=METRICS)},
         "/api/openapi.json": {"get": _op("openapi", "This document.", {200: {
             "description": "The OpenAPI 3.1 document.",
             "content": {JSON: {"schema": typed("object")}}}}, (), secured=False)},
@@ -154,7 +212,8 @@ def paths() -> dict[str, Any]:
         "/api/projects/{pid}": {
             "get": _op("get_project", "One project.", {200: _json("The project.", "Project")},
                        (404,), params=[PID]),
-            "patch": _op("update_project", "Change a project; `settings` keys sent are merged.",
+            "patch": _op("update_project", "Change a project; `settings` is a merge patch: the "
+                         "keys sent change, `null` clears one (in `permissions` and `caps` too).",
                          {200: _json("The project after the change.", "Project")},
                          (*json_body, 404), params=[PID], body="ProjectUpdate"),
         },
@@ -170,6 +229,10 @@ def paths() -> dict[str, Any]:
         "/api/projects/{pid}/events": {"get": _op(
             "project_events", "A project's events, replayed from a cursor, then live.",
             SSE_OK, (400, 404), params=[PID, *SSE_PARAMS])},
+        "/api/projects/{pid}/events/history": {"get": _op(
+            "project_event_history", "A project's stored events, newest first, a page at a time.",
+            {200: _json("A page; `next` is the `before` of the next older page.", "EventPage")},
+            (404, 422), params=[PID, *EVENT_PAGE_PARAMS])},
         "/api/jobs": {"get": _op(
             "list_owner_jobs", "Jobs across all the caller's projects, newest first.",
             {200: _json("The jobs.", "JobList")}, (404, 422), params=_job_filters(PROJECT_FILTER))},
@@ -188,15 +251,23 @@ def paths() -> dict[str, Any]:
         "/api/jobs/{jid}/events": {"get": _op(
             "job_events", "A job's events; the stream ends after its terminal status event.",
             SSE_OK, (400, 404), params=[JID, *SSE_PARAMS])},
+        "/api/jobs/{jid}/events/history": {"get": _op(
+            "job_event_history", "A job's stored events, newest first, a page at a time.",
+            {200: _json("A page; `next` is the `before` of the next older page.", "EventPage")},
+            (404, 422), params=[JID, *EVENT_PAGE_PARAMS])},
         "/api/jobs/{jid}/diagnosis": {"get": _op(
             "diagnose_job", "Why is this job where it is, in one sentence, with the facts.",
             {200: _json("The diagnosis.", "Diagnosis")}, (404,), params=[JID])},
         **_startup_paths(json_body),
+        **_secret_paths(json_body),
+        **_artifact_paths(),
         "/api/monitor/queues": {"get": _op(
-            "monitor_queues", "Per queue and job type: backlog, failures, throughput.",
-            {200: _json("Queue statistics for the caller's jobs.", "QueueStats")}, ())},
+            "monitor_queues", "Per queue and job type: backlog, failures, throughput of the "
+            "caller's jobs (an admin token: every tenant's; `scope` says which).",
+            {200: _json("Queue statistics.", "QueueStats")}, ())},
         "/api/monitor/workers": {"get": _op(
-            "monitor_workers", "Workers seen in the last day and their heartbeats.",
+            "monitor_workers", "The workers running the caller's jobs, `running` counting "
+            "those only (an admin token: every worker seen in the last day and all it runs).",
             {200: _json("The workers.", "Workers")}, ())},
     }
 
@@ -213,8 +284,10 @@ def _startup_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
             {202: _json("Enqueued.", "JobStarted")}, (*json_body, 404), params=[PID],
             body="LaunchBody")},
         "/api/projects/{pid}/chat": {
-            "get": _op("list_chat", "The project's chat, oldest first (500 at most).",
-                       {200: _json("The messages.", "ChatList")}, (404,), params=[PID]),
+            "get": _op("list_chat", "The project's chat, newest first, a page at a time.",
+                       {200: _json("A page; `next` is the `before` of the next older page.",
+                                   "ChatList")}, (400, 404, 422),
+                       params=[PID, *CHAT_PAGE_PARAMS]),
             "post": _op("post_chat", "Say something; a chat.reply job answers.",
                         {202: _json("Stored; the reply job is queued.", "ChatPosted")},
                         (*json_body, 404), params=[PID], body="ChatBody"),
@@ -233,6 +306,76 @@ def _startup_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
         "/api/projects/{pid}/memory": {"get": _op(
             "memory", "What the agents remember about the project (500 at most).",
             {200: _json("The memories.", "MemoryList")}, (404,), params=[PID, category])},
+        **_effect_paths(json_body),
+    }
+
+
+def _effect_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
+    status = {"name": "status", "in": "query", "required": False,
+              "schema": {"enum": list(EFFECT_STATUSES)}}
+    return {
+        "/api/projects/{pid}/effects": {"get": _op(
+            "list_effects", "The project's effects (the ledger), newest first, arguments "
+            "redacted; `status=unknown`: the ones a person must check and resolve.",
+            {200: _json("The effects.", "EffectList")}, (404, 422), params=[PID, status])},
+        "/api/projects/{pid}/packets": {"get": _op(
+            "list_packets", "The project's phase packets, newest first (50 at most), each "
+            "proposed action with the state of its approval.",
+            {200: _json("The packets.", "PacketList")}, (404,), params=[PID])},
+        "/api/jobs/{jid}/llm-usage": {"get": _op(
+            "job_llm_usage", "What a job's model calls used: tokens and dollars per step and "
+            "in total.", {200: _json("The usage.", "LlmUsage")}, (404,), params=[JID])},
+        "/api/effects/{eid}/resolve": {"post": _op(
+            "resolve_effect", "A person's verdict on an effect whose outcome is unknown.",
+            {200: _json("The effect, resolved.", "Effect")}, (*json_body, 404, 409),
+            params=[EID], body="ResolveBody")},
+    }
+
+
+def _secret_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
+    name = {"name": "name", "in": "path", "required": True,
+            "schema": typed("string", pattern=f"^{keystore.NAME.pattern}$"),
+            "description": f"The secret's name: {keystore.NAME_RULE}."}
+    done = {204: {"description": "Done; no body."}}
+    return {
+        "/api/projects/{pid}/secrets": {"get": _op(
+            "list_secrets", "The project's secrets: names and times, never values.",
+            {200: _json("The secrets.", "SecretList")}, (404,), params=[PID])},
+        "/api/projects/{pid}/secrets/{name}": {
+            "put": _op("put_secret", "Set (or replace) a secret, sealed at rest; the value "
+                       "is never returned, logged or put in an event.", done,
+                       (*json_body, 404, 409, 422), params=[PID, name], body="SecretBody"),
+            "delete": _op("delete_secret", "Forget a secret.", done, (404, 422),
+                          params=[PID, name]),
+        },
+    }
+
+
+def _artifact_paths() -> dict[str, Any]:
+    text = typed("string")
+    return {
+        "/api/projects/{pid}/artifacts": {"get": _op(
+            "list_project_artifacts", "The project's newest artifacts (100 at most), newest "
+            "first, each with the job that wrote it.",
+            {200: _json("The artifacts.", "ProjectArtifactList")}, (404,), params=[PID])},
+        "/api/jobs/{jid}/artifacts": {"get": _op(
+            "list_artifacts", "The files a job wrote (reports, screenshots…), in step order; "
+            "`url` downloads one.", {200: _json("The artifacts.", "ArtifactList")}, (404,),
+            params=[JID])},
+        "/api/artifacts/{artid}": {"get": _op(
+            "download_artifact", "An artifact's bytes, streamed, with the content type it was "
+            "stored with. Images (PNG, JPEG, GIF, WebP) and PDFs come `inline`, anything else "
+            "(HTML, SVG, text…) as an `attachment`; always `nosniff`, and every type but PDF "
+            "in a sandboxing CSP, so no file runs as a page of this origin.",
+            {200: {"description": "The bytes; their SHA-256 is the `ETag` (and the listing's "
+                                  "`sha256`).",
+                   "headers": {"Content-Disposition": {"schema": text},
+                               "X-Content-Type-Options": {"schema": {"const": "nosniff"}},
+                               "ETag": {"schema": text}},
+                   "content": {"*/*": {"schema": typed("string", format="binary")}}},
+             404: _error("No such artifact for this owner (`not_found`), or its bytes are "
+                         "gone from the store (`artifact_missing`).")},
+            (503,), params=[ARTID])},
     }
 
 
@@ -252,8 +395,15 @@ def _key_patterns(node: Any) -> Any:
 
 def _model_schema(model: type[BaseModel], components: dict[str, Any]) -> dict[str, Any]:
     schema = _key_patterns(model.model_json_schema(ref_template=REF))
-    components.update(schema.pop("$defs", {}))
+    for name, nested in schema.pop("$defs", {}).items():
+        _put(components, name, nested)
     return schema
+
+
+def _put(components: dict[str, Any], name: str, schema: dict[str, Any]) -> None:
+    # Two models may share a nested one; two different shapes under one name may not.
+    if components.setdefault(name, schema) != schema:
+        raise ValueError(f"two different schemas are named {name!r}")
 
 
 # Any JSON without NUL in a string or a key: what a payload may hold (jsonb refuses NUL).
@@ -305,23 +455,71 @@ def _job_create(components: dict[str, Any]) -> dict[str, Any]:
 def _with_csrf_refusals(all_paths: dict[str, Any]) -> dict[str, Any]:
     """The web UI's cookie session must send its CSRF header on any request that changes things."""
     for item in all_paths.values():
-        for method in ("post", "patch"):
+        for method in ("post", "patch", "put", "delete"):
             op = item.get(method)
             if op is not None and op["security"] == SECURED:
                 op["responses"] = dict(sorted({**op["responses"], "403": ERRORS[403]}.items()))
     return all_paths
 
 
+def _operator_policy(components: dict[str, Any]) -> None:
+    """This server's effect policy in the document: what a 422 would refuse is not valid."""
+    operator = get_settings().operator_policy
+    for kind, ceiling in operator.ceilings.items():
+        cap = components["EffectCaps"]["properties"][f"{kind}_per_day"]["anyOf"][0]
+        cap["maximum"] = ceiling
+    for kind in KINDS:
+        if kind not in operator.allowed:
+            allowed = components["EffectPermissions"]["properties"][kind]["anyOf"]
+            allowed[0] = {"type": "boolean", "const": False,
+                          "description": "The operator does not allow this kind here."}
+
+
+# Where an id comes from: operation -> (the path parameter it feeds, its JSON pointer in the
+# 2xx body). Every operation taking that parameter gets a link from it (streams aside: they
+# never end), so a client (and schemathesis' stateful run) can chain the calls.
+PRODUCERS: dict[str, tuple[str, str]] = {
+    "create_project": ("pid", "/id"), "list_projects": ("pid", "/items/0/id"),
+    "create_job": ("jid", "/job_id"), "launch": ("jid", "/job_id"),
+    "post_chat": ("jid", "/job_id"), "list_jobs": ("jid", "/items/0/id"),
+    "inbox": ("aid", "/items/0/id"), "list_effects": ("eid", "/items/0/id"),
+    "list_artifacts": ("artid", "/items/0/id"),
+}
+NOT_LINKED = ("project_events", "job_events")
+
+
+def _links(all_paths: dict[str, Any]) -> dict[str, Any]:
+    ops = [op for item in all_paths.values() for op in item.values()]
+    takers: dict[str, list[str]] = {}
+    for op in ops:
+        for param in op.get("parameters", []):
+            if param["in"] == "path" and op["operationId"] not in NOT_LINKED:
+                takers.setdefault(param["name"], []).append(op["operationId"])
+    for op in ops:
+        if op["operationId"] not in PRODUCERS:
+            continue
+        name, pointer = PRODUCERS[op["operationId"]]
+        for code, response in op["responses"].items():
+            if code.startswith("2"):
+                response["links"] = {
+                    f"to_{target}": {"operationId": target,
+                                     "parameters": {name: f"$response.body#{pointer}"}}
+                    for target in takers.get(name, [])}
+    return all_paths
+
+
 def build_document() -> dict[str, Any]:
-    components: dict[str, Any] = copy.deepcopy(RESPONSE_SCHEMAS)
-    components["StorableJson"] = STORABLE_JSON
+    components: dict[str, Any] = {"StorableJson": STORABLE_JSON}
+    for name, response in RESPONSE_MODELS.items():
+        _put(components, name, _model_schema(response, components))
     for name, model in BODIES.items():
-        components[name] = (_job_create(components) if model is JobCreate
-                            else _model_schema(model, components))
+        _put(components, name, _job_create(components) if model is JobCreate
+             else _model_schema(model, components))
+    _operator_policy(components)
     return {
         "openapi": "3.1.0",
         "info": {"title": "Switchyard", "version": "1", "description": DESCRIPTION},
-        "paths": _with_csrf_refusals(paths()),
+        "paths": _links(_with_csrf_refusals(paths())),
         "components": {
             "schemas": components,
             "securitySchemes": {
@@ -329,6 +527,8 @@ def build_document() -> dict[str, Any]:
                            "description": "An API token (`sy_...`)."},
                 "cron": {"type": "apiKey", "in": "header", "name": "X-Cron-Secret",
                          "description": "The deployment's SWITCHYARD cron secret."},
+                "metrics": {"type": "http", "scheme": "bearer",
+                            "description": "The operator's SWITCHYARD_METRICS_TOKEN."},
             },
         },
         "security": SECURED,

@@ -1,16 +1,18 @@
-"""The web process's database connections: one small bounded pool of autocommit connections.
+"""The web process's database connections: one bounded pool of autocommit connections.
 
 `tasks.pg` gives each thread its own persistent connection, which suits a
 worker's few threads; a gthread web process has up to --threads of them, and an
 SSE stream holds its thread for its whole life. Reads on every request (the
 token lookup) or every stream (the replay) go through this pool instead: at
-most SIZE connections, borrowed per statement, each statement a server-side
+most its size of connections, borrowed per statement, each statement a server-side
 prepared one with no BEGIN/ROLLBACK around it, so one round trip per read and no
 ORM session (bench/http_latency.py: ~20 % less web CPU per enqueue request than
 the same reads through a SQLAlchemy session). The engine's own statements
-(enqueue, cancel, diagnosis) borrow from the same pool for the length of a
-request (tasks.pg.lend_from), so the process never holds more than SIZE
-connections, however many threads gunicorn runs.
+(enqueue, cancel, diagnosis) and the request's ORM session (app.db) borrow one
+connection from the same pool for the length of a request (tasks.pg.lend_from),
+and the event hub one for its life, so the process never holds more than
+SWITCHYARD_WEB_DB_CONNECTIONS connections (default 20), however many threads
+gunicorn runs, and a request never more than one.
 
 A connection that sat idle for more than PING_AFTER seconds is pinged before it
 is handed out (a busy pool pays nothing; one that idled through a PostgreSQL
@@ -29,7 +31,6 @@ import psycopg
 
 from tasks import pg
 
-SIZE = 20
 PING_AFTER = 1.0  # seconds idle before a connection is checked on its way out
 
 
@@ -37,13 +38,30 @@ class Pool:
     """At most `size` connections, borrowed per statement (reads) or per request (tasks.pg)."""
 
     def __init__(self, size: int) -> None:
-        self._slots = threading.BoundedSemaphore(size)
+        self.size, self._lent = size, 0
+        self._free = threading.Condition()
         self._idle: list[tuple[psycopg.Connection, float]] = []  # (connection, idle since)
         self._lock = threading.Lock()
         self._pid = os.getpid()
 
+    def resize(self, size: int) -> None:
+        """Set the ceiling (at start-up, from the settings); connections out stay out."""
+        with self._free:
+            self.size = size
+            self._free.notify_all()
+
+    def _take_slot(self) -> None:
+        with self._free:
+            self._free.wait_for(lambda: self._lent < self.size)
+            self._lent += 1
+
+    def _release_slot(self) -> None:
+        with self._free:
+            self._lent -= 1
+            self._free.notify()
+
     def borrow(self) -> psycopg.Connection:
-        self._slots.acquire()
+        self._take_slot()
         try:
             with self._lock:
                 if self._pid != os.getpid():  # forked: the parent's connections are not ours
@@ -54,7 +72,7 @@ class Pool:
                 conn = None
             return conn if conn is not None and not conn.closed else pg.connect()
         except BaseException:
-            self._slots.release()
+            self._release_slot()
             raise
 
     def give_back(self, conn: psycopg.Connection) -> None:
@@ -65,7 +83,7 @@ class Pool:
             conn.close()
         if conn.broken:
             self.discard_idle()
-        self._slots.release()
+        self._release_slot()
 
     def discard_idle(self) -> None:
         with self._lock:
@@ -99,7 +117,7 @@ def _alive(conn: psycopg.Connection) -> bool:
         return False
 
 
-pool = Pool(SIZE)
+pool = Pool(20)  # resized by app.web from SWITCHYARD_WEB_DB_CONNECTIONS
 
 
 def fetch(sql: str, params: pg.Params = None) -> list[tuple[Any, ...]]:

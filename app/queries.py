@@ -11,9 +11,9 @@ from typing import Any
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
+from app import responses
 from app.errors import ApiError, not_found
-from app.schemas import iso
-from models import AgentJob, JobStep, Project
+from models import AgentJob, Artifact, JobStep, Project
 
 
 def project_for_owner(session: Session, owner: uuid.UUID, project_id: str) -> Project | None:
@@ -52,6 +52,31 @@ def job_for_owner(session: Session, owner: uuid.UUID, job_id: str) -> AgentJob |
         select(AgentJob).join(Project, Project.id == AgentJob.project_id)
         .where(AgentJob.id == jid, Project.owner_id == owner)
     )
+
+
+def artifact_for_owner(session: Session, owner: uuid.UUID, artifact_id: str) -> Artifact | None:
+    aid = _uuid(artifact_id)
+    if aid is None:
+        return None
+    return session.scalar(
+        select(Artifact).join(Project, Project.id == Artifact.project_id)
+        .where(Artifact.id == aid, Project.owner_id == owner))
+
+
+def artifacts_of(session: Session, job_id: uuid.UUID) -> list[Artifact]:
+    """A job's artifacts in the order its steps wrote them."""
+    return list(session.scalars(select(Artifact).where(Artifact.job_id == job_id)
+                                .order_by(Artifact.step_seq, Artifact.name)))
+
+
+RECENT_ARTIFACTS = 100
+
+
+def recent_artifacts(session: Session, project_id: uuid.UUID) -> list[Artifact]:
+    """A project's newest artifacts, for its page's panel."""
+    return list(session.scalars(select(Artifact).where(Artifact.project_id == project_id)
+                                .order_by(Artifact.created_at.desc(), Artifact.id)
+                                .limit(RECENT_ARTIFACTS)))
 
 
 def list_projects(session: Session, owner: uuid.UUID) -> list[Project]:
@@ -97,27 +122,27 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
 
 
 def project_json(p: Project) -> dict[str, Any]:
-    return {"id": str(p.id), "name": p.name, "goal": p.goal, "night_shift": p.night_shift,
-            "phase": p.phase, "settings": p.settings, "created_at": iso(p.created_at)}
+    return responses.Project(
+        id=p.id, name=p.name, goal=p.goal, night_shift=p.night_shift, phase=p.phase,
+        settings=p.settings, created_at=p.created_at).dump()
 
 
 def job_json(j: AgentJob, steps: list[JobStep] | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "id": str(j.id), "project_id": str(j.project_id), "job_type": j.job_type,
-        "status": j.status, "attempts": j.attempts, "max_attempts": j.max_attempts,
-        "priority": j.priority, "payload": j.payload, "result": j.result,
-        "last_error": j.last_error, "created_at": iso(j.created_at),
-        "started_at": iso(j.started_at), "completed_at": iso(j.completed_at),
-        "parent_job_id": str(j.parent_job_id) if j.parent_job_id else None,
+    """A job; with its steps (`Job`) when they are given, else the list's `JobSummary`."""
+    fields: dict[str, Any] = {
+        "id": j.id, "project_id": j.project_id, "job_type": j.job_type, "status": j.status,
+        "attempts": j.attempts, "max_attempts": j.max_attempts, "priority": j.priority,
+        "payload": j.payload, "result": j.result, "last_error": j.last_error,
+        "created_at": j.created_at, "started_at": j.started_at,
+        "completed_at": j.completed_at, "parent_job_id": j.parent_job_id,
     }
-    if steps is not None:
-        body["steps"] = [
-            {"seq": s.seq, "name": s.name, "status": s.status, "output": s.output,
-             "error": s.error, "attempts": s.attempts, "started_at": iso(s.started_at),
-             "finished_at": iso(s.finished_at)}
-            for s in steps
-        ]
-    return body
+    if steps is None:
+        return responses.JobSummary(**fields).dump()
+    return responses.Job(**fields, steps=[
+        responses.Step(seq=s.seq, name=s.name, status=s.status, output=s.output,
+                       error=s.error, attempts=s.attempts, started_at=s.started_at,
+                       finished_at=s.finished_at)
+        for s in steps]).dump()
 
 
 def _uuid(value: str) -> uuid.UUID | None:

@@ -88,16 +88,57 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+Cap = Annotated[int, Field(ge=0), Integral]
+
+
+class EffectPermissions(Strict):
+    """Which effect kinds the project turns on (tasks.effects.policy.KINDS), within the
+    operator's SWITCHYARD_EFFECTS_ALLOWED."""
+
+    email: bool | None = None
+    deploy_hook: bool | None = None
+    github_dispatch: bool | None = None
+    ad_campaign: bool | None = None
+
+
+class EffectCaps(Strict):
+    """The most of each kind a day, within the operator's SWITCHYARD_EFFECT_CAP_CEILINGS."""
+
+    email_per_day: Cap | None = None
+    deploy_hook_per_day: Cap | None = None
+    github_dispatch_per_day: Cap | None = None
+    ad_campaign_per_day: Cap | None = None
+
+
+def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """JSON Merge Patch (RFC 7396): the keys sent change, null removes one, objects merge."""
+    out = dict(target)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict):
+            inner = out.get(key)
+            out[key] = merge_patch(inner if isinstance(inner, dict) else {}, value)
+        else:
+            out[key] = value
+    return out
+
+
 class ProjectSettings(Strict):
-    """What a project's agents may use and do (see tasks/effects/policy.py, tasks/llm/flow.py)."""
+    """What a project's agents may use and do (see tasks/effects/policy.py, tasks/llm/flow.py).
+
+    Sent as a merge patch: null clears a setting, or a key of `permissions` or `caps`."""
 
     contact_email: Text | None = Field(default=None, max_length=320)
     deploy_hook_url: Text | None = Field(default=None, max_length=2000)
     github_repo: Text | None = Field(default=None, max_length=200)
-    permissions: dict[Text, bool] | None = None
-    caps: dict[Text, Annotated[int, Field(ge=0), Integral]] | None = None
+    permissions: EffectPermissions | None = None
+    caps: EffectCaps | None = None
     llm_daily_token_budget: Annotated[int, Field(ge=0), Integral] | None = None
     llm_daily_usd_budget: float | None = Field(default=None, ge=0)
+
+    def applied_to(self, current: dict[str, Any]) -> dict[str, Any]:
+        return merge_patch(current, self.model_dump(exclude_unset=True))
 
 
 class ProjectCreate(Strict):
@@ -147,6 +188,25 @@ class JobListQuery(BaseModel):
 
     status: str | None = None
     job_type: Text | None = None
+    limit: int = Field(default=50, ge=1, le=200)
+    before: str | None = None
+
+
+class EventPageQuery(BaseModel):
+    """`GET …/events/history`: older events, newest first."""
+    model_config = ConfigDict(extra="ignore")
+
+    before: int | None = Field(default=None, ge=1, le=2**63 - 1)
+    limit: int = Field(default=50, ge=1, le=500)  # app.event_log.MAX_PAGE
+    types: str | None = Field(default=None, pattern=r"^[a-z_]+(,[a-z_]+)*$")
+
+    def type_list(self) -> list[str] | None:
+        return self.types.split(",") if self.types else None
+
+
+class ChatListQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
     limit: int = Field(default=50, ge=1, le=200)
     before: str | None = None
 

@@ -9,25 +9,48 @@ from __future__ import annotations
 import json
 import queue
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 from flask import Response, request
 
+from app import event_log
 from app.errors import ApiError
-from app.hub import Event, Subscription, history, hub
+from app.hub import Event, Subscription, hub
 from app.stream_slots import Slot
 from tasks.settings import get_settings
 
 
-def cursor_from_request() -> int:
-    raw = request.args.get("cursor") or request.headers.get("Last-Event-ID") or "0"
+def stream_cursor(sub: Subscription) -> int:
+    """Where a stream starts. `Last-Event-ID` wins: it is what a reconnecting EventSource
+    already has, whatever its URL says. Then `?cursor=<event id>`; then `?tail=N`, the last
+    N stored events; else 0, the whole history."""
+    header = request.headers.get("Last-Event-ID", "").strip()
+    if header:
+        return _event_id(header, "Last-Event-ID")
+    cursor, tail = request.args.get("cursor") or None, request.args.get("tail")
+    if tail is None:
+        return _event_id(cursor or "0", "cursor")
+    if cursor is not None:
+        raise ApiError(400, "invalid_cursor", "give `cursor` or `tail`, not both",
+                       {"field": "tail"})
+    try:
+        n = int(tail)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= event_log.MAX_TAIL:
+        raise ApiError(400, "invalid_cursor", f"tail must be a whole number of events from 0 "
+                       f"to {event_log.MAX_TAIL}", {"field": "tail"})
+    return event_log.tail_cursor(sub, n)
+
+
+def _event_id(raw: str, field: str) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ApiError(400, "invalid_cursor", "cursor must be an event id (an integer)",
-                       {"field": "cursor"}) from None
+        raise ApiError(400, "invalid_cursor", f"{field} must be an event id (an integer)",
+                       {"field": field}) from None
     if value < 0:
-        raise ApiError(400, "invalid_cursor", "cursor must be >= 0", {"field": "cursor"})
+        raise ApiError(400, "invalid_cursor", f"{field} must be >= 0", {"field": field})
     return value
 
 
@@ -44,7 +67,7 @@ ALL_STORED = 2**63 - 1  # no upper bound on the replay
 
 def event_stream(sub: Subscription, cursor: int,
                  is_last: Callable[[Event], bool] = lambda e: False,
-                 *, ended: bool = False) -> Iterator[Event | None]:
+                 *, ended: bool = False) -> Generator[Event | None, None, None]:
     """Events after `cursor` with no gap and no duplicate; None marks a keep-alive.
 
     `ended`: the stream's subject (a job) had already ended when the stream
@@ -59,7 +82,11 @@ def event_stream(sub: Subscription, cursor: int,
     try:
         last = cursor
         replayed_late: set[int] = set()  # awaited by the hub yet already in the replay
-        for e in history(sub, cursor, ALL_STORED if ended else upto):
+        # In pages straight from the database; live events queue up meanwhile (a replay
+        # longer than the queue drops the subscription: the stream ends, the client resumes).
+        for e in event_log.replay(sub, cursor, ALL_STORED if ended else upto):
+            if sub.dropped:
+                return
             yield e
             last = e.id
             if e.id in sub.late_before:

@@ -1,4 +1,8 @@
-"""API tokens: created and revoked from the CLI, stored as sha256, shown once."""
+"""API tokens: created and revoked from the CLI, stored as sha256, shown once.
+
+Admin is a property of the token, not of its owner: an operator mints a separate admin
+token for fleet-wide monitoring, and the owner's everyday tokens stay tenant-scoped.
+"""
 
 from __future__ import annotations
 
@@ -30,9 +34,19 @@ class TokenInfo:
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
+    admin: bool = False
 
 
-def create_token(session: Session, owner_name: str) -> tuple[uuid.UUID, str]:
+@dataclass(frozen=True)
+class Caller:
+    """Who a live token speaks for, and whether it may see the whole fleet."""
+
+    owner_id: uuid.UUID
+    admin: bool
+
+
+def create_token(session: Session, owner_name: str, *,
+                 admin: bool = False) -> tuple[uuid.UUID, str]:
     """Create the owner if new and a token for it; returns (owner id, token in clear)."""
     session.execute(insert(Owner).values(id=uuid.uuid4(), name=owner_name)
                     .on_conflict_do_nothing(index_elements=["name"]))
@@ -40,7 +54,7 @@ def create_token(session: Session, owner_name: str) -> tuple[uuid.UUID, str]:
     assert owner_id is not None
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     session.add(ApiToken(owner_id=owner_id, token_hash=hash_token(token),
-                         prefix=token[: len(TOKEN_PREFIX) + 6]))
+                         prefix=token[: len(TOKEN_PREFIX) + 6], is_admin=admin))
     return owner_id, token
 
 
@@ -49,8 +63,8 @@ def list_tokens(session: Session) -> list[TokenInfo]:
         select(ApiToken, Owner.name).join(Owner, Owner.id == ApiToken.owner_id)
         .order_by(ApiToken.created_at)
     ).all()
-    return [TokenInfo(t.id, name, t.prefix, t.created_at, t.last_used_at, t.revoked_at)
-            for t, name in rows]
+    return [TokenInfo(t.id, name, t.prefix, t.created_at, t.last_used_at, t.revoked_at,
+                      t.is_admin) for t, name in rows]
 
 
 def revoke_token(session: Session, token_id_or_prefix: str) -> int:
@@ -69,12 +83,19 @@ def owner_for_token(token: str) -> uuid.UUID | None:
 
 
 def owner_for_digest(digest: str) -> uuid.UUID | None:
-    """The same from the token's hash (what the web UI's cookie keeps). On every API
-    request: one prepared statement on the web process's small pool (app.pgpool), no ORM."""
+    """The same from the token's hash (what the web UI's cookie keeps)."""
+    caller = caller_for_digest(digest)
+    return caller.owner_id if caller is not None else None
+
+
+def caller_for_digest(digest: str) -> Caller | None:
+    """The owner and admin flag of a live token, by hash. On every API request (and so
+    for the cookie session too, which keeps the hash): one prepared statement on the web
+    process's small pool (app.pgpool), no ORM."""
     from app import pgpool
 
-    row = pgpool.fetch_one("SELECT token_hash, owner_id FROM api_tokens "
+    row = pgpool.fetch_one("SELECT token_hash, owner_id, is_admin FROM api_tokens "
                            "WHERE token_hash = %s AND revoked_at IS NULL", (digest,))
     if row is None or not hmac.compare_digest(row[0], digest):
         return None
-    return row[1]
+    return Caller(row[1], row[2])

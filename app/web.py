@@ -5,21 +5,27 @@ from __future__ import annotations
 import logging
 
 from flask import Flask
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import db, pgpool
 from app.auth import require_token
 from app.errors import register_error_handlers
 from app.routes import (
+    artifacts,
+    effects,
     health,
     jobs,
     monitor,
     openapi,
+    outputs,
     owner_jobs,
     projects,
+    secrets,
     startup,
     streams,
     ui,
 )
+from app.unread_body import CloseUnreadBody
 from tasks import pg
 from tasks.settings import get_settings
 
@@ -37,12 +43,18 @@ def create_app() -> Flask:
     app.json.sort_keys = False  # type: ignore[attr-defined]
     register_error_handlers(app)
     app.before_request(require_token)
-    app.teardown_appcontext(db.close_session)
-    # The engine's statements borrow a pooled connection per request (app/pgpool.py).
+    # A request's ORM session and the engine's statements share one pooled connection
+    # (app/db.py, app/pgpool.py), given back when the request ends.
+    pgpool.pool.resize(settings.web_db_connections)
     pg.lend_from(pgpool.pool)
-    app.teardown_request(lambda _exc: pg.release())
+    app.teardown_request(db.release)
     for bp in (health.bp, projects.bp, jobs.bp, streams.bp, monitor.bp, openapi.bp,
-               owner_jobs.bp, startup.bp, ui.bp):
+               owner_jobs.bp, startup.bp, secrets.bp, effects.bp, outputs.bp, artifacts.bp,
+               ui.bp):
         app.register_blueprint(bp)
     streams.sock.init_app(app)
+    app.wsgi_app = CloseUnreadBody(app.wsgi_app)  # type: ignore[method-assign]
+    if settings.trusted_proxies:  # the client's address, as the operator's proxies saw it
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app, x_for=settings.trusted_proxies, x_proto=settings.trusted_proxies)
     return app

@@ -65,7 +65,8 @@ def start_web(stack: contextlib.ExitStack, logdir: Path) -> tuple[int, subproces
 
     port = free_port()
     # One token plays every client here: lift its per-token limits (rate, open streams).
-    env = dict(os.environ, SWITCHYARD_RATE_LIMIT_PER_SECOND="1000000",
+    env = dict(os.environ, SWITCHYARD_METRICS_TOKEN=METRICS_TOKEN,
+               SWITCHYARD_RATE_LIMIT_PER_SECOND="1000000",
                SWITCHYARD_RATE_LIMIT_BURST="1000000", SWITCHYARD_STREAMS_PER_TOKEN="100000")
     log = open(logdir / "web.log", "w")  # noqa: SIM115 - closed with the stack
     stack.callback(log.close)
@@ -102,6 +103,9 @@ def make_token() -> str:
     with session_scope(session_factory()) as session:
         _, secret = create_token(session, f"bench-{uuid.uuid4().hex[:8]}")
     return secret
+
+
+METRICS_TOKEN = "bench-metrics-token-" + "0123456789" * 2  # /metrics is the operator's
 
 
 def request(port: int, method: str, path: str, body: bytes | None = None,
@@ -408,7 +412,7 @@ class Subscribers:
 
 
 def subscriber_count(port: int) -> int:
-    _, body = request(port, "GET", "/metrics")
+    _, body = request(port, "GET", "/metrics", token=METRICS_TOKEN)
     for line in body.decode().splitlines():
         if line.startswith("switchyard_stream_subscribers "):
             return int(float(line.split()[1]))

@@ -16,10 +16,12 @@ from models.startup import (
     ActionExecution,
     AgentMemory,
     Approval,
+    Artifact,
     ChatMessage,
     EmailJob,
     LlmUsage,
     Packet,
+    ProjectSecret,
 )
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "AgentMemory",
     "ApiToken",
     "Approval",
+    "Artifact",
     "Base",
     "ChatMessage",
     "EmailJob",
@@ -38,6 +41,7 @@ __all__ = [
     "Owner",
     "Packet",
     "Project",
+    "ProjectSecret",
     "SweepRun",
     "WorkerHeartbeat",
 ]

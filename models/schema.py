@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime
 from typing import Any
@@ -12,9 +13,9 @@ from sqlalchemy import (
     CheckConstraint,
     DateTime,
     ForeignKey,
-    Identity,
     Index,
     Integer,
+    Sequence,
     SmallInteger,
     Text,
     UniqueConstraint,
@@ -58,8 +59,21 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = _now_column()
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # An admin token sees the fleet in the monitor and diagnosis (`token create --admin`).
+    is_admin: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
 
     __table_args__ = (Index("ix_api_tokens_owner", "owner_id"),)
+
+
+class EndedWebSession(Base):
+    """A signed-out browser session (app.web_sessions), kept until its cookies have expired."""
+
+    __tablename__ = "ended_web_sessions"
+
+    session_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    forget_after: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index("ix_ended_web_sessions_forget_after", "forget_after"),)
 
 
 class Project(Base):
@@ -152,6 +166,9 @@ class AgentJob(Base):
             postgresql_where=text("concurrency_key IS NOT NULL"),
         ),
         Index("ix_agent_jobs_status_type", "status", "job_type"),
+        # Retention (tasks.retention): the oldest finished jobs first.
+        Index("ix_agent_jobs_finished", "completed_at",
+              postgresql_where=text("status IN ('canceled', 'completed', 'failed')")),
     )
 
 
@@ -173,11 +190,24 @@ class JobStep(Base):
     __table_args__ = (CheckConstraint(f"status IN {STEP_STATUSES!r}", name="ck_job_steps_status"),)
 
 
+EVENT_PARTITION = re.compile(r"agent_job_events_\d{8}")  # one per UTC day: migration 0006
+
+
+def managed_by_migrations(name: str | None) -> bool:
+    """Tables that exist in the database but not in the models: the event log's partitions."""
+    return name is not None and EVENT_PARTITION.fullmatch(name) is None
+
+
 class AgentJobEvent(Base):
+    """The event log, partitioned by day (migration 0006): retention drops whole days
+    (tasks.retention), so its cost never grows with the table."""
+
     __tablename__ = "agent_job_events"
 
-    # The stream cursor: monotonically increasing, never reused.
-    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    # The stream cursor: monotonically increasing, never reused; one sequence for every
+    # partition (an identity column cannot live on a partitioned table before PG 17).
+    id: Mapped[int] = mapped_column(BigInteger, Sequence("agent_job_events_id_seq"),
+                                    primary_key=True)
     # No foreign keys on purpose: every event is inserted by the statement that
     # changes its job, from that job's row, so the ids are right by construction,
     # and a key check per event (a FOR KEY SHARE lock on the project row that all
@@ -187,11 +217,14 @@ class AgentJobEvent(Base):
     type: Mapped[str] = mapped_column(Text)
     message: Mapped[str] = mapped_column(Text, server_default=text("''"))
     data: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
-    created_at: Mapped[datetime] = _now_column()
+    # In the key because it is the partition key.
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True,
+                                                 server_default=func.now())
 
     __table_args__ = (
         Index("ix_agent_job_events_project_id", "project_id", "id"),
         Index("ix_agent_job_events_job_id", "job_id", "id"),
+        {"postgresql_partition_by": "RANGE (created_at)"},
     )
 
 

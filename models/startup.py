@@ -1,5 +1,5 @@
 """The startup-OS tables: memory, chat, packets, approvals, the effect ledger, the email outbox,
-and LLM usage. Created by migration 0003."""
+LLM usage (migration 0003 on) and artifacts (0010)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from sqlalchemy import (
     Identity,
     Index,
     Integer,
+    LargeBinary,
     Numeric,
     Text,
     UniqueConstraint,
@@ -182,6 +183,8 @@ class LlmUsage(Base):
     id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
     project_id: Mapped[uuid.UUID] = mapped_column(Uuid)
     job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    # The step of the job that made the call (None: outside a step, or recorded before 0005).
+    step_seq: Mapped[int | None] = mapped_column(Integer)
     provider: Mapped[str] = mapped_column(Text)
     model: Mapped[str] = mapped_column(Text)
     input_tokens: Mapped[int] = mapped_column(Integer)
@@ -189,4 +192,46 @@ class LlmUsage(Base):
     cost_usd: Mapped[Decimal] = mapped_column(Numeric(12, 6))
     created_at: Mapped[datetime] = _now()
 
-    __table_args__ = (Index("ix_llm_usage_project_created", "project_id", "created_at"),)
+    __table_args__ = (Index("ix_llm_usage_project_created", "project_id", "created_at"),
+                      Index("ix_llm_usage_job", "job_id"))
+
+
+class ProjectSecret(Base):
+    """A project's own credentials (tasks.keystore): AES-GCM ciphertext bound to the row by
+    its associated data, so a value copied to another project or name does not decrypt."""
+
+    __tablename__ = "project_secrets"
+
+    project_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"),
+                                                  primary_key=True)
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
+    ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
+    key_id: Mapped[str] = mapped_column(Text)  # which key sealed it: a mismatch is explained
+    created_at: Mapped[datetime] = _now()
+    updated_at: Mapped[datetime] = _now()
+
+
+class Artifact(Base):
+    """A file a job produced (tasks.artifacts): its description here, its bytes in the store
+    under `storage_key`. One row per job, step and name, so a replayed step stores nothing new."""
+
+    __tablename__ = "artifacts"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    project_id: Mapped[uuid.UUID] = _project_fk()
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("agent_jobs.id", ondelete="CASCADE"))
+    step_seq: Mapped[int] = mapped_column(Integer)
+    step_name: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(Text)
+    name: Mapped[str] = mapped_column(Text)
+    content_type: Mapped[str] = mapped_column(Text)
+    size: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(Text)
+    storage_key: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = _now()
+
+    __table_args__ = (
+        UniqueConstraint("job_id", "step_seq", "name", name="uq_artifacts_job_step_name"),
+        CheckConstraint("size >= 0", name="ck_artifacts_size"),
+        Index("ix_artifacts_project_created", "project_id", "created_at"),
+    )

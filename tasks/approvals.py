@@ -1,7 +1,8 @@
 """Approvals bound to their effect: exact arguments and their hash, a version, an expiry.
 
-Approving writes the decision and the `approval.execute` job (key `approval:{id}`)
-in one transaction, so two approvals, concurrent or not, enqueue one execution.
+Approving writes the decision and the `approval.execute` job (key `approval:{id}`) in
+one transaction, so two approvals, concurrent or not, enqueue one execution. A phase
+advance is no effect: approving it enqueues the next phase's packet (tasks.phases).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from tasks import pg
+from tasks import pg, phases
+from tasks.effects.review import unknown_blocking_approval
 from tasks.enqueue import EnqueueRequest, enqueue
 from tasks.errors import SwitchyardError
-from tasks.sql import pending_approval
+from tasks.sql import pending_approval, unknown_effect_of_action
 
 DEFAULT_TTL = timedelta(days=7)
 
@@ -68,17 +70,23 @@ def create_approval(project_id: uuid.UUID | str, source_job_id: uuid.UUID | str 
     return row[0]
 
 
+# Approving is refused while an earlier effect of the same action has an unknown outcome:
+# a person resolves it first (tasks.effects.review), or the deploy or email may go out twice.
 DECIDE = f"""
 UPDATE approvals SET status = %(decision)s, version = version + 1, decided_at = now(),
     decided_by = %(owner)s, updated_at = now()
 WHERE id = %(id)s AND version = %(version)s AND {pending_approval()}
-RETURNING project_id, action_type
+  AND NOT (%(decision)s::text = 'approved' AND EXISTS ({unknown_effect_of_action("approvals")}))
+RETURNING project_id, action_type, action_args
 """
 
 
 def decide(approval_id: uuid.UUID | str, owner_id: uuid.UUID | str, decision: str,
            version: int) -> uuid.UUID | None:
-    """Record a decision made against `version`; returns the execution job id when approved."""
+    """Record a decision made against `version`; returns the execution job id when approved.
+
+    Raises ApprovalConflict, ApprovalNotFound, or UnknownEffectPending when an earlier effect
+    of the same action has an unknown outcome (approving could do it twice)."""
     if decision not in ("approved", "rejected"):
         raise ValueError("decision must be 'approved' or 'rejected'")
     job = None
@@ -86,32 +94,44 @@ def decide(approval_id: uuid.UUID | str, owner_id: uuid.UUID | str, decision: st
         row = pg.fetch_one(DECIDE, {"id": approval_id, "decision": decision,
                                     "owner": owner_id, "version": version})
         if row is not None and decision == "approved":
-            job = enqueue(EnqueueRequest(project_id=row[0], job_type="approval.execute",
-                                         payload={"approval_id": str(approval_id)},
-                                         idempotency_key=f"approval:{approval_id}"),
-                          publish=False)
+            job = enqueue(_execution(approval_id, *row), publish=False)
             pg.fetch("UPDATE approvals SET execution_status = 'queued', execution_job_id = %s "
                      "WHERE id = %s AND execution_status = 'idle'", (job.job_id, approval_id))
     if row is None:
-        raise ApprovalConflict(_why_not(approval_id, version))
+        raise _why_not(approval_id, decision, version)
     if job is not None:
         job.publish()
     return job.job_id if job else None
 
 
-def _why_not(approval_id: uuid.UUID | str, version: int) -> str:
+def _execution(approval_id: uuid.UUID | str, project_id: uuid.UUID, action_type: str,
+               args: dict[str, Any]) -> EnqueueRequest:
+    """The job an approved action runs as: an effect through the ledger, or the next phase."""
+    if action_type == phases.ADVANCE:
+        return phases.next_packet(project_id, args)
+    return EnqueueRequest(project_id=project_id, job_type="approval.execute",
+                          payload={"approval_id": str(approval_id)},
+                          idempotency_key=f"approval:{approval_id}")
+
+
+def _why_not(approval_id: uuid.UUID | str, decision: str, version: int) -> SwitchyardError:
     row = pg.fetch_one("SELECT status, version, expires_at < now() FROM approvals WHERE id = %s",
                        (approval_id,))
     if row is None:
-        raise ApprovalNotFound(f"approval {approval_id} does not exist")
+        return ApprovalNotFound(f"approval {approval_id} does not exist")
     status, current, expired = row
     if status == "pending" and expired:
         pg.fetch("UPDATE approvals SET status = 'expired', version = version + 1, "
                  "updated_at = now() WHERE id = %s AND status = 'pending'", (approval_id,))
-        return "the approval has expired"
+        return ApprovalConflict("the approval has expired")
     if current != version:
-        return f"the approval changed (version {current}, the decision saw {version}); reload it"
-    return f"the approval is already {status}"
+        return ApprovalConflict(f"the approval changed (version {current}, the decision saw "
+                                f"{version}); reload it")
+    if status == "pending" and decision == "approved":
+        blocked = unknown_blocking_approval(str(approval_id))
+        if blocked is not None:
+            return blocked
+    return ApprovalConflict(f"the approval is already {status}")
 
 
 # Run by the sweeps: pending approvals past their expiry leave the inbox as expired.

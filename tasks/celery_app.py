@@ -8,3 +8,4 @@ app.config_from_object("celeryconfig")
 RUN_JOB = "tasks.run_job"
 SWEEP = "tasks.sweep"
 SCHEDULE = "tasks.schedule"
+MAINTAIN = "tasks.maintain"

@@ -65,6 +65,11 @@ class JobContext:
         """True while the handler is re-walking steps a previous run already completed."""
         return self._seq < len(self._recorded) and self._recorded[self._seq].status == "completed"
 
+    @property
+    def current_step(self) -> int | None:
+        """The number of the step being run (inside a step's function), else of the last one."""
+        return self._seq or None
+
     def step(self, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         index = self._seq
         self._seq += 1

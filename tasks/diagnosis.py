@@ -1,6 +1,8 @@
 """"Why is this job stuck?": one human sentence from the facts the database holds.
 
-`diagnose` is pure (facts in, sentence out); `gather` reads the facts.
+`diagnose` is pure (facts in, sentence out); `gather` reads the facts, as far as the
+viewer may see them: a tenant's facts count and name only its own jobs (other tenants'
+work shows as a yes/no, never a count, an id or a type); an admin's cover the fleet.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 from tasks import pg
 from tasks.settings import get_settings
+from tasks.sql import running_under_key, visible_to
 from tasks.status import TERMINAL, JobStatus
 
 
@@ -46,9 +49,12 @@ class Facts:
     current_step: str | None = None
     step_started_at: datetime | None = None
     waiting_on: list[Peer] = field(default_factory=list)
-    key_holders: list[Peer] = field(default_factory=list)
-    queue_consumers: list[str] = field(default_factory=list)
-    queued_ahead: int = 0
+    key_holders: list[Peer] = field(default_factory=list)  # those the viewer may see
+    key_at_limit: bool = False
+    queue_consumers: int = 0  # live workers on the queue (how many, not which)
+    queued_ahead: int = 0  # the viewer's own jobs ahead, or every job for the fleet view
+    others_ahead: bool = False  # a tenant's view: other tenants' jobs are ahead too
+    scoped: bool = False  # counts and names cover the viewer's own jobs only
     stale_after_seconds: float = 60.0
     sweep_seconds: float = 5.0
 
@@ -141,17 +147,25 @@ def _queued(f: Facts) -> Diagnosis:
                              f"{until(f.now, f.run_after)}.")
         return Diagnosis("scheduled", f"It is scheduled to run at "
                          f"{f.run_after:%Y-%m-%d %H:%M:%S} UTC ({until(f.now, f.run_after)}).")
-    if f.concurrency_key and len(f.key_holders) >= f.concurrency_limit:
+    if f.concurrency_key and f.key_at_limit:
+        holders = _peers(f.key_holders) if f.key_holders else ""
+        if len(f.key_holders) < f.concurrency_limit:
+            holders += " and " if holders else ""
+            holders += "jobs of other tenants"
         return Diagnosis("concurrency_limit", f"It waits for a free slot under concurrency key "
                          f"{f.concurrency_key!r} (limit {f.concurrency_limit}), held by "
-                         f"{_peers(f.key_holders)}.")
+                         f"{holders}.")
     if not f.queue_consumers:
         return Diagnosis("no_worker", f"No live worker consumes queue {f.queue!r}; start one "
                          f"with `switchyard worker -Q {f.queue}`.")
     published = f" Its wake-up was published {ago(f.now, f.dispatched_at)}." \
         if f.dispatched_at else ""
-    return Diagnosis("queued", f"It is queued on {f.queue!r} behind {f.queued_ahead} older job(s); "
-                     f"{len(f.queue_consumers)} live worker(s) consume that queue.{published}")
+    ahead = (f"{f.queued_ahead} of your older job(s)" if f.scoped
+             else f"{f.queued_ahead} older job(s)")
+    if f.others_ahead:
+        ahead += " and jobs of other tenants"
+    return Diagnosis("queued", f"It is queued on {f.queue!r} behind {ahead}; "
+                     f"{f.queue_consumers} live worker(s) consume that queue.{published}")
 
 
 FACTS = """
@@ -167,7 +181,17 @@ WHERE j.id = %s
 """
 
 
-def gather(job_id: uuid.UUID | str) -> Facts | None:
+AHEAD = f"""
+SELECT count(*) FILTER (WHERE {visible_to("j")}), COALESCE(bool_or(NOT {visible_to("j")}), false)
+FROM agent_jobs j
+WHERE j.status = 'queued' AND j.queue = %(queue)s AND j.run_after <= now()
+  AND (j.priority > %(priority)s OR (j.priority = %(priority)s AND j.created_at < %(created)s))
+"""
+
+
+def gather(job_id: uuid.UUID | str, viewer: uuid.UUID | None) -> Facts | None:
+    """The facts about one job; other jobs only as far as `viewer` (an owner id) may see
+    them, or all of them for None (an admin token)."""
     row = pg.fetch_one(FACTS, (job_id,))
     if row is None:
         return None
@@ -176,32 +200,35 @@ def gather(job_id: uuid.UUID | str) -> Facts | None:
      heartbeat_at, seen, wake_at, completed_at, dispatched_at, cancel, ckey, climit,
      step, step_started, wait_for, priority, created_at, wait_reason) = row
     waiting_on = key_holders = []
-    consumers: list[str] = []
-    ahead = 0
+    at_limit = others_ahead = False
+    consumers = ahead = 0
     if status == JobStatus.WAITING and wait_for:
-        waiting_on = _peer_rows("id = ANY(%s) AND status <> ALL(%s)",
-                                (wait_for, [t.value for t in TERMINAL]))
+        waiting_on = _peer_rows("j.id = ANY(%(ids)s) AND j.status <> ALL(%(terminal)s)",
+                                {"ids": wait_for, "terminal": [t.value for t in TERMINAL]},
+                                viewer)
     if status == JobStatus.QUEUED:
         if ckey:
-            key_holders = _peer_rows("concurrency_key = %s AND status = 'running'", (ckey,))
-        consumers = [r[0] for r in pg.fetch(
-            "SELECT worker FROM worker_heartbeats WHERE stopped_at IS NULL "
+            key_holders = _peer_rows(running_under_key("%(key)s", "j"), {"key": ckey}, viewer)
+            at_limit = pg.fetch_value(  # all holders, however many the viewer may see
+                f"SELECT count(*) >= %(limit)s FROM agent_jobs j "
+                f"WHERE {running_under_key('%(key)s', 'j')}", {"limit": climit, "key": ckey})
+        consumers = pg.fetch_value(
+            "SELECT count(*) FROM worker_heartbeats WHERE stopped_at IS NULL "
             "AND last_seen_at > now() - make_interval(secs => %s) AND queues ? %s",
-            (settings.stale_after_seconds, queue))]
-        ahead = pg.fetch_value(
-            "SELECT count(*) FROM agent_jobs WHERE status = 'queued' AND queue = %s "
-            "AND run_after <= now() AND (priority > %s OR (priority = %s AND created_at < %s))",
-            (queue, priority, priority, created_at))
+            (settings.stale_after_seconds, queue))
+        (ahead, others_ahead), = pg.fetch(AHEAD, {
+            "queue": queue, "priority": priority, "created": created_at, "viewer": viewer})
     return Facts(now, jid, jtype, status, queue, attempts, max_attempts, run_after, last_error,
                  locked_by, heartbeat_at, seen, wake_at, wait_reason, completed_at,
                  dispatched_at, cancel, ckey, climit, step, step_started, waiting_on,
-                 key_holders, consumers, ahead, settings.stale_after_seconds,
-                 settings.sweep_seconds)
+                 key_holders, at_limit, consumers, ahead, others_ahead, viewer is not None,
+                 settings.stale_after_seconds, settings.sweep_seconds)
 
 
-def _peer_rows(condition: str, params: tuple) -> list[Peer]:
-    rows = pg.fetch(f"SELECT id::text, job_type, status FROM agent_jobs WHERE {condition} "
-                    "ORDER BY created_at LIMIT 50", params)
+def _peer_rows(condition: str, params: dict[str, Any], viewer: uuid.UUID | None) -> list[Peer]:
+    rows = pg.fetch(f"SELECT j.id::text, j.job_type, j.status FROM agent_jobs j "
+                    f"WHERE {condition} AND {visible_to('j')} ORDER BY j.created_at LIMIT 50",
+                    {**params, "viewer": viewer})
     return [Peer(*r) for r in rows]
 
 

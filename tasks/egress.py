@@ -67,11 +67,14 @@ def _is_host_name(entry: str) -> bool:
 
 def refusal(ip: IP, allow: Allow) -> str | None:
     """Why tenant data may not reach `ip`, or None when it may."""
-    judged = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped else ip
+    judged: IP = ip
+    if isinstance(ip, ipaddress.IPv6Address):  # an IPv4 address inside: judged as itself
+        judged = ip.ipv4_mapped or ip.sixtofour or ip
     if allow.admits(judged) or allow.admits(ip):
         return None
-    for kind in ("loopback", "link_local", "multicast", "unspecified", "reserved", "private"):
-        if getattr(judged, f"is_{kind}"):
+    for kind in ("loopback", "link_local", "multicast", "unspecified", "reserved", "private",
+                 "site_local"):
+        if getattr(judged, f"is_{kind}", False):
             return f"{judged} is a {kind.replace('_', '-')} address"
     if not judged.is_global:
         return f"{judged} is not a public address"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,9 +11,10 @@ import psycopg
 
 from tasks import pg, registry
 from tasks.dispatch import dispatch_quietly
-from tasks.errors import InvalidPayload, SwitchyardError
+from tasks.errors import InvalidPayload, PermanentError, SwitchyardError
 from tasks.queues import DEFAULT_PRIORITY, MAX_PRIORITY
 from tasks.sql import lit, status_event
+from tasks.storable import to_json
 
 
 class ProjectNotFound(SwitchyardError):
@@ -84,7 +84,10 @@ def _validate(req: EnqueueRequest) -> tuple[registry.JobType, str]:
     if req.concurrency_limit < 1:
         raise InvalidPayload("concurrency_limit must be >= 1",
                              details={"field": "concurrency_limit"})
-    return job_type, json.dumps(payload)
+    try:
+        return job_type, to_json(payload, "the payload")
+    except PermanentError as exc:  # NaN, Infinity, NUL: the insert would fail on it
+        raise InvalidPayload(str(exc), details={"field": "payload"}) from None
 
 
 def enqueue(req: EnqueueRequest, *, publish: bool = True) -> Enqueued:

@@ -10,7 +10,9 @@ import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from tasks.effects.policy import KINDS, Operator
 from tasks.egress import Allow
 
 
@@ -59,6 +61,17 @@ def env_bool(name: str, default: bool) -> bool:
     raise SettingsError(f"{name} must be a boolean (true/false), got {raw!r}")
 
 
+def env_http_url(name: str) -> str:
+    """An http(s) address with a host, or empty when unset."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return ""
+    parts = urlsplit(raw)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise SettingsError(f"{name} must be an http:// or https:// address, got {raw!r}")
+    return raw.rstrip("/")
+
+
 def sqlalchemy_url(url: str) -> str:
     """Pin the psycopg 3 driver whatever spelling of a PostgreSQL URL we are given."""
     for prefix in ("postgresql+psycopg2://", "postgresql://", "postgres://"):
@@ -91,14 +104,30 @@ class Settings:
     rate_limit_burst: float
     cron_secret: str
     sse_keepalive_seconds: float = 15.0
+    # app.auth: failed authentications (a wrong or revoked token, over the API or the sign-in
+    # form) one client address may make per web process before it must wait.
+    auth_failures_per_minute: float = 6.0
+    auth_failures_burst: float = 20.0
     # app.stream_slots / app.sse: event streams one token may hold open per web process,
     # and how long one lasts before the client resumes it by cursor.
     streams_per_token: int = 20
     stream_max_seconds: float = 600.0
-    # app.routes.ui: the cookie session's signing key (empty: a random key kept in data_dir)
-    # and whether the cookie is HTTPS-only (set it behind TLS).
+    # app.pgpool: the web process's database connections, all of them (requests, streams'
+    # reads, the event hub); a request holds at most one.
+    web_db_connections: int = 20
+    # Where people reach the web UI (empty: not said). app.routes.ui: the cookie session's
+    # signing key (empty: a random key kept in data_dir) and whether the cookie is
+    # HTTPS-only (by default, when the public URL is https).
+    public_url: str = ""
     secret_key: str = field(default="", repr=False)
     secure_cookies: bool = False
+    # app.metrics: the Bearer token /metrics answers (empty: /metrics is off, a 404) and
+    # how long one reading of the database serves every scrape.
+    metrics_token: str = field(default="", repr=False)
+    metrics_cache_seconds: float = 5.0
+    # app.web: how many reverse proxies in front of the web set X-Forwarded-For (0: none,
+    # the peer's address is the client's); per-address limits need the client's.
+    trusted_proxies: int = 0
     # tasks.llm. The API key stays out of repr, so a logged Settings never shows it.
     llm_provider: str = "scripted"  # scripted | anthropic
     anthropic_api_key: str = field(default="", repr=False)
@@ -111,6 +140,12 @@ class Settings:
     # tasks.effects: where email, GitHub dispatches and ad campaigns go. Secrets stay out of repr.
     effect_timeout_seconds: float = 15.0
     egress_allow: str = ""  # CIDRs or host names tenant-built calls may reach (tasks.egress)
+    # tasks.effects.policy: effect kinds tenants may turn on (empty: all) and daily ceilings.
+    effects_allowed: str = ""
+    effect_cap_ceilings: str = ""
+    # tasks.effects.ledger: effect kinds whose operator credential (SMTP/Resend, GitHub
+    # token, ads key) may stand in for a project's own secret; the rest need the project's.
+    shared_credentials: str = "email"
     smtp_host: str = ""  # empty (and no Resend key): email is not configured
     smtp_port: int = 25
     smtp_user: str = ""
@@ -131,7 +166,23 @@ class Settings:
     free_retry_max: int = 100
     free_retry_max_seconds: float = 6 * 3600.0
     retry_after_max_seconds: float = 3600.0
+    # tasks.retention: terminal jobs and their events kept this many days; the pass runs
+    # every maintenance_seconds.
+    retention_days: int = 30
+    maintenance_seconds: float = 300.0
+    # tasks.research: the operator's web search endpoint (empty: search is off) and its key.
+    websearch_url: str = ""
+    websearch_key: str = field(default="", repr=False)
     step_trace_dir: str = ""  # tasks.trace: a journal of step executions (off when empty)
+    # tasks.artifact_store: files jobs write go under data_dir/artifacts unless a bucket is
+    # named, then to that S3-compatible store (credentials: these, else boto3's usual chain).
+    artifact_max_bytes: int = 100 * 1024 * 1024
+    artifacts_s3_bucket: str = ""
+    artifacts_s3_endpoint_url: str = ""
+    artifacts_s3_region: str = ""
+    artifacts_s3_prefix: str = ""
+    artifacts_s3_access_key_id: str = field(default="", repr=False)
+    artifacts_s3_secret_access_key: str = field(default="", repr=False)
 
     @property
     def sqlalchemy_url(self) -> str:
@@ -142,10 +193,19 @@ class Settings:
         return Allow.parse(self.egress_allow)
 
     @property
+    def operator_policy(self) -> Operator:
+        return Operator.parse(self.effects_allowed, self.effect_cap_ceilings)
+
+    @property
+    def shared_credential_kinds(self) -> frozenset[str]:
+        return frozenset(k.strip() for k in self.shared_credentials.split(",") if k.strip())
+
+    @property
     def libpq_url(self) -> str:
         return libpq_url(self.database_url)
 
 
+MIN_SECRET_LENGTH = 32
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/switchyard"
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
 
@@ -160,13 +220,28 @@ def check(settings: Settings) -> Settings:
             f"least 3 x SWITCHYARD_HEARTBEAT_SECONDS ({settings.heartbeat_seconds:g})")
     try:
         Allow.parse(settings.egress_allow)
+        Operator.parse(settings.effects_allowed, settings.effect_cap_ceilings)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
+    for name, value in (("SWITCHYARD_SECRET_KEY", settings.secret_key),
+                        ("SWITCHYARD_METRICS_TOKEN", settings.metrics_token)):
+        # HKDF does not slow a guess down, and /metrics has no failure limit: length does.
+        if value and len(value) < MIN_SECRET_LENGTH:
+            raise SettingsError(f"{name} must be at least {MIN_SECRET_LENGTH} characters "
+                                "(python -c 'import secrets; print(secrets.token_urlsafe())')")
+    if bool(settings.artifacts_s3_access_key_id) != bool(settings.artifacts_s3_secret_access_key):
+        raise SettingsError("SWITCHYARD_ARTIFACTS_S3_ACCESS_KEY_ID and _SECRET_ACCESS_KEY go "
+                            "together: set both, or neither (boto3's usual AWS_* chain)")
+    if settings.shared_credential_kinds - set(KINDS):
+        raise SettingsError(f"SWITCHYARD_SHARED_CREDENTIALS names unknown effect kinds "
+                            f"{sorted(settings.shared_credential_kinds - set(KINDS))}: use "
+                            f"some of {list(KINDS)}")
     return settings
 
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
+    public_url = env_http_url("SWITCHYARD_PUBLIC_URL")
     return check(Settings(
         database_url=env_str("DATABASE_URL", DEFAULT_DATABASE_URL),
         broker_url=env_str("BROKER_URL", DEFAULT_BROKER_URL),
@@ -183,11 +258,19 @@ def get_settings() -> Settings:
         rate_limit_per_second=env_float("SWITCHYARD_RATE_LIMIT_PER_SECOND", 100.0, minimum=0.01),
         rate_limit_burst=env_float("SWITCHYARD_RATE_LIMIT_BURST", 400.0, minimum=1),
         cron_secret=env_str("SWITCHYARD_CRON_SECRET", ""),
+        auth_failures_per_minute=env_float("SWITCHYARD_AUTH_FAILURES_PER_MINUTE", 6.0,
+                                           minimum=0.01),
+        auth_failures_burst=env_float("SWITCHYARD_AUTH_FAILURES_BURST", 20.0, minimum=1),
         sse_keepalive_seconds=env_float("SWITCHYARD_SSE_KEEPALIVE_SECONDS", 15.0, minimum=0.05),
         streams_per_token=env_int("SWITCHYARD_STREAMS_PER_TOKEN", 20, minimum=1),
         stream_max_seconds=env_float("SWITCHYARD_STREAM_MAX_SECONDS", 600.0, minimum=1.0),
+        web_db_connections=env_int("SWITCHYARD_WEB_DB_CONNECTIONS", 20, minimum=2),
         secret_key=env_str("SWITCHYARD_SECRET_KEY", ""),
-        secure_cookies=env_bool("SWITCHYARD_SECURE_COOKIES", False),
+        public_url=public_url,
+        secure_cookies=env_bool("SWITCHYARD_SECURE_COOKIES", public_url.startswith("https:")),
+        metrics_token=env_str("SWITCHYARD_METRICS_TOKEN", ""),
+        metrics_cache_seconds=env_float("SWITCHYARD_METRICS_CACHE_SECONDS", 5.0, minimum=0.0),
+        trusted_proxies=env_int("SWITCHYARD_TRUSTED_PROXIES", 0, minimum=0),
         llm_provider=env_str("SWITCHYARD_LLM_PROVIDER", "scripted").lower(),
         anthropic_api_key=env_str("ANTHROPIC_API_KEY", ""),
         anthropic_base_url=env_str("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
@@ -202,6 +285,9 @@ def get_settings() -> Settings:
             if env_str("SWITCHYARD_LLM_PRICE_OUTPUT_PER_MTOK", "") else None),
         effect_timeout_seconds=env_float("SWITCHYARD_EFFECT_TIMEOUT_SECONDS", 15.0, minimum=0.1),
         egress_allow=env_str("SWITCHYARD_EGRESS_ALLOW", ""),
+        effects_allowed=env_str("SWITCHYARD_EFFECTS_ALLOWED", ""),
+        effect_cap_ceilings=env_str("SWITCHYARD_EFFECT_CAP_CEILINGS", ""),
+        shared_credentials=os.environ.get("SWITCHYARD_SHARED_CREDENTIALS", "email").strip(),
         smtp_host=env_str("SWITCHYARD_SMTP_HOST", ""),
         smtp_port=env_int("SWITCHYARD_SMTP_PORT", 25, minimum=1),
         smtp_user=env_str("SWITCHYARD_SMTP_USER", ""),
@@ -220,5 +306,17 @@ def get_settings() -> Settings:
         free_retry_max_seconds=env_float("SWITCHYARD_FREE_RETRY_MAX_SECONDS", 6 * 3600.0),
         retry_after_max_seconds=env_float("SWITCHYARD_RETRY_AFTER_MAX_SECONDS", 3600.0,
                                           minimum=1.0),
+        retention_days=env_int("SWITCHYARD_RETENTION_DAYS", 30, minimum=1),
+        maintenance_seconds=env_float("SWITCHYARD_MAINTENANCE_SECONDS", 300.0, minimum=1.0),
+        websearch_url=env_http_url("SWITCHYARD_WEBSEARCH_URL"),
+        websearch_key=env_str("SWITCHYARD_WEBSEARCH_KEY", ""),
         step_trace_dir=env_str("SWITCHYARD_STEP_TRACE_DIR", ""),
+        artifact_max_bytes=env_int("SWITCHYARD_ARTIFACT_MAX_BYTES", 100 * 1024 * 1024,
+                                   minimum=1),
+        artifacts_s3_bucket=env_str("SWITCHYARD_ARTIFACTS_S3_BUCKET", ""),
+        artifacts_s3_endpoint_url=env_http_url("SWITCHYARD_ARTIFACTS_S3_ENDPOINT_URL"),
+        artifacts_s3_region=env_str("SWITCHYARD_ARTIFACTS_S3_REGION", ""),
+        artifacts_s3_prefix=env_str("SWITCHYARD_ARTIFACTS_S3_PREFIX", "").strip("/"),
+        artifacts_s3_access_key_id=env_str("SWITCHYARD_ARTIFACTS_S3_ACCESS_KEY_ID", ""),
+        artifacts_s3_secret_access_key=env_str("SWITCHYARD_ARTIFACTS_S3_SECRET_ACCESS_KEY", ""),
     ))

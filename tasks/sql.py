@@ -53,10 +53,27 @@ def running_under_key(key: str, alias: str = "r") -> str:
     return f"{alias}.concurrency_key = {key} AND {alias}.status = 'running'"
 
 
+def visible_to(alias: str, viewer: str = "%(viewer)s") -> str:
+    """The job is one the viewer may see counted or named: a job of a project the owner
+    `viewer` (a uuid parameter) owns, or any job when `viewer` is NULL (an admin token's
+    fleet view). The monitor and diagnosis scope every read of other jobs by it."""
+    return (f"(CAST({viewer} AS uuid) IS NULL OR {alias}.project_id IN "
+            f"(SELECT id FROM projects WHERE owner_id = CAST({viewer} AS uuid)))")
+
+
 def pending_approval(alias: str = "") -> str:
     """Still awaiting a decision: pending and not expired (by the database's clock)."""
     a = f"{alias}." if alias else ""
     return f"{a}status = 'pending' AND ({a}expires_at IS NULL OR {a}expires_at > now())"
+
+
+def unknown_effect_of_action(approval: str) -> str:
+    """SELECT (id, action_type) of an unknown effect of the exact action of the approval row
+    `approval` (same project, same action and arguments): doing it again could do it twice."""
+    return ("SELECT e.id, e.action_type FROM action_executions e "
+            "JOIN approvals o ON o.id = e.approval_id "
+            f"WHERE e.status = 'unknown' AND o.project_id = {approval}.project_id "
+            f"AND o.args_hash = {approval}.args_hash ORDER BY e.created_at LIMIT 1")
 
 
 def status_event(source: str, new: str, old: str, reason: str | None = None) -> str:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import signals
 
-from tasks import control, lifecycle, runner, schedules, sweeps
-from tasks.celery_app import RUN_JOB, SCHEDULE, SWEEP, app
+from tasks import control, lifecycle, pg, retention, runner, schedules, sweeps
+from tasks.celery_app import MAINTAIN, RUN_JOB, SCHEDULE, SWEEP, app
 from tasks.store import Finished
+
+log = logging.getLogger(__name__)
 
 
 @app.task(name=RUN_JOB, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -24,9 +28,20 @@ def schedule(job_type: str) -> dict[str, int]:
     return schedules.enqueue_scheduled([job_type])
 
 
+@app.task(name=MAINTAIN, ignore_result=True)
+def maintain() -> dict[str, object]:
+    return retention.maintain().as_dict()
+
+
 @signals.worker_init.connect
 def _on_worker_init(**_: object) -> None:
     lifecycle.pin_worker_id()  # before a prefork pool forks: its children share the id
+    try:  # the coming days' event partitions, in case beat has not run for a while
+        retention.ensure_partitions()
+    except Exception:
+        log.warning("could not make the event log's partitions", exc_info=True)
+    finally:
+        pg.reset()  # a prefork child must not inherit this connection
 
 
 @signals.worker_ready.connect

@@ -2,7 +2,9 @@
 
 Services come from DATABASE_URL / BROKER_URL when set (CI points them at the
 machine's servers) and are started embedded otherwise. The environment is
-settled in pytest_configure, before any Switchyard module reads its settings.
+settled in pytest_configure, before any Switchyard module reads its settings;
+a run of tests/unit alone starts no service (they do no I/O), and a fixture
+that needs one (`db`, `worker`) starts them then.
 """
 
 from __future__ import annotations
@@ -32,20 +34,46 @@ FAST_TIMINGS = {
 }
 
 
-def pytest_configure(config: pytest.Config) -> None:
+UNIT = Path(__file__).resolve().parent / "unit"
+_tmp: Path | None = None
+
+
+def _only_unit_tests(config: pytest.Config) -> bool:
+    """Whether every path the run was given is under tests/unit."""
+    here = config.invocation_params.dir
+    paths = [(here / arg.split("::")[0]).resolve() for arg in config.args]
+    return bool(paths) and all(p == UNIT or UNIT in p.parents for p in paths)
+
+
+def start_services() -> None:
+    """The session's PostgreSQL database and Redis, once; their URLs into the environment."""
     global _services
+    if _services is not None:
+        return
+    from tasks.settings import get_settings
     from tests.support import services
 
-    tmp = Path(tempfile.mkdtemp(prefix="switchyard-tests-"))
-    _services = services.start(tmp)
+    assert _tmp is not None
+    _services = services.start(_tmp)
     os.environ["SWITCHYARD_TEST_ADMIN_URL"] = _services.admin_url
     os.environ["DATABASE_URL"] = _services.database_url
     os.environ["BROKER_URL"] = _services.broker_url
-    os.environ["SWITCHYARD_DATA_DIR"] = str(tmp / "data")
+    get_settings.cache_clear()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _tmp
+    _tmp = Path(tempfile.mkdtemp(prefix="switchyard-tests-"))
+    if not _only_unit_tests(config):
+        start_services()  # before collection imports the modules that read settings
+    os.environ["SWITCHYARD_DATA_DIR"] = str(_tmp / "data")
     for key, value in FAST_TIMINGS.items():
         os.environ.setdefault(key, value)
     # The fake providers listen on loopback, which the egress guard refuses by default.
     os.environ.setdefault("SWITCHYARD_EGRESS_ALLOW", "127.0.0.1")
+    # Every test client is 127.0.0.1 and many tests send wrong tokens on purpose: the tests
+    # of the per-address failure limit use a tight limiter of their own.
+    os.environ.setdefault("SWITCHYARD_AUTH_FAILURES_BURST", "100000")
     from tasks.settings import get_settings
 
     get_settings.cache_clear()
@@ -60,19 +88,28 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _services.stack.close()
 
 
-TABLES = ("agent_job_events, job_steps, agent_jobs, sweep_runs, worker_heartbeats, "
+# agent_jobs first: the engine's statements lock it before the event log's day partitions.
+TABLES = ("agent_jobs, agent_job_events, job_steps, sweep_runs, worker_heartbeats, "
           "api_tokens, projects, owners, agent_memory, chat_messages, packets, approvals, "
-          "action_executions, email_jobs, llm_usage")
+          "action_executions, email_jobs, llm_usage, ended_web_sessions, artifacts")
 
 
 @pytest.fixture
 def db() -> Iterator[None]:
     """An empty database (but for the system project) and an empty broker."""
+    start_services()
+    import psycopg
     import redis
 
     from tasks import pg
 
-    pg.fetch(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+    for attempt in range(5):  # a leftover job of an earlier test may hold a lock we need
+        try:
+            pg.fetch(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+            break
+        except psycopg.errors.DeadlockDetected:
+            if attempt == 4:
+                raise
     pg.fetch("INSERT INTO projects (id, owner_id, name, phase) VALUES "
              "('00000000-0000-0000-0000-000000000000', NULL, 'system', 'system')")
     redis.Redis.from_url(os.environ["BROKER_URL"]).flushdb()
@@ -98,6 +135,7 @@ def project(owner_and_project: tuple[str, str]) -> str:
 @pytest.fixture(scope="session")
 def worker() -> Iterator[object]:
     """A real Celery worker (threads pool) consuming every queue, in this process."""
+    start_services()
     from celery.contrib.testing.worker import start_worker
 
     from tasks.celery_app import app

@@ -8,8 +8,8 @@ from flask import Blueprint, jsonify, request, url_for
 from pydantic import ValidationError
 
 from app import db
-from app.auth import current_owner
-from app.errors import ApiError, not_found, validation_error
+from app.auth import current_owner, current_viewer
+from app.errors import ApiError, not_found, unknown_effect_conflict, validation_error
 from app.hub import Event, Subscription
 from app.queries import (
     job_for_owner,
@@ -21,10 +21,11 @@ from app.queries import (
 )
 from app.routes.body import parse_body
 from app.schemas import JobCreate, JobListQuery, check_payload_types
-from app.sse import cursor_from_request, event_stream, sse_response
+from app.sse import event_stream, sse_response, stream_cursor
 from app.stream_slots import take_slot
 from models import AgentJob
 from tasks import control, diagnosis
+from tasks.effects import review
 from tasks.enqueue import EnqueueRequest, enqueue
 from tasks.status import TERMINAL, JobStatus
 
@@ -53,7 +54,6 @@ def create_job(pid: str):
         raise not_found("project")
     body = parse_body(JobCreate)
     check_payload_types(body.job_type, body.payload)
-    db.close_session()  # never hold a pooled connection across the enqueue and publish
     result = enqueue(EnqueueRequest(
         project_id=project_id, job_type=body.job_type, payload=body.payload,
         idempotency_key=body.idempotency_key, priority=body.priority,
@@ -100,6 +100,8 @@ def cancel_job(jid: str):
 @bp.post("/api/jobs/<jid>/retry")
 def retry_job(jid: str):
     job = _owned_job(jid)
+    if (blocked := review.unknown_blocking_job(str(job.id))) is not None:
+        raise unknown_effect_conflict(blocked)
     if not control.retry_failed(job.id):
         raise ApiError(409, "conflict", f"only a failed job can be retried; this one is "
                        f"{_job_body(job.id)['status']}", {"status": job.status})
@@ -109,22 +111,21 @@ def retry_job(jid: str):
 @bp.get("/api/jobs/<jid>/events")
 def job_events(jid: str):
     job = _owned_job(jid)
-    cursor = cursor_from_request()
-    job_id, ended = job.id, JobStatus(job.status) in TERMINAL
-    db.close_session()  # no database session is held while the stream is open
+    sub, ended = Subscription(job_id=job.id), JobStatus(job.status) in TERMINAL
+    db.release()  # the stream holds its thread for minutes: no connection meanwhile
+    cursor = stream_cursor(sub)
 
     def is_last(e: Event) -> bool:
         return e.type == "status" and JobStatus(e.data.get("status")) in TERMINAL
 
     slot = take_slot()  # before any 200: over the cap is a 429
-    return sse_response(event_stream(Subscription(job_id=job_id), cursor, is_last,
-                                     ended=ended), slot)
+    return sse_response(event_stream(sub, cursor, is_last, ended=ended), slot)
 
 
 @bp.get("/api/jobs/<jid>/diagnosis")
 def job_diagnosis(jid: str):
     job = _owned_job(jid)
-    facts = diagnosis.gather(job.id)
+    facts = diagnosis.gather(job.id, current_viewer())
     if facts is None:
         raise not_found("job")
     return jsonify(diagnosis.as_json(facts, diagnosis.diagnose(facts)))

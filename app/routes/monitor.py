@@ -1,25 +1,27 @@
-"""Monitor: queues and workers (authenticated), Prometheus metrics (public, aggregates only)."""
+"""Monitor: queues and workers (the caller's jobs; an admin token's fleet), and Prometheus
+metrics (the operator's, behind SWITCHYARD_METRICS_TOKEN)."""
 
 from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
 from app import db, metrics, monitor
-from app.auth import current_owner
+from app.auth import current_viewer, require_metrics_token
 
 bp = Blueprint("monitor", __name__)
 
 
 @bp.get("/api/monitor/queues")
 def queues():
-    return jsonify(monitor.queue_stats(db.session(), current_owner()))
+    return jsonify(monitor.queue_stats(db.session(), current_viewer()))
 
 
 @bp.get("/api/monitor/workers")
 def workers():
-    return jsonify(monitor.workers(db.session()))
+    return jsonify(monitor.workers(db.session(), current_viewer()))
 
 
 @bp.get("/metrics")
 def prometheus():
+    require_metrics_token()
     return Response(metrics.render(), mimetype="text/plain; version=0.0.4; charset=utf-8")

@@ -71,7 +71,6 @@ def retry_matching():
     ids: list[uuid.UUID] = list(db.session().scalars(
         query.with_only_columns(AgentJob.id).order_by(AgentJob.completed_at)
         .limit(RETRY_BATCH + 1)))
-    db.close_session()  # retry_failed writes on its own connection
     more = len(ids) > RETRY_BATCH
     retried = [str(j) for j in ids[:RETRY_BATCH] if control.retry_failed(j)]
     return jsonify({"retried": retried, "count": len(retried), "more": more}), 202

@@ -6,10 +6,13 @@ from flask import Blueprint, jsonify
 
 from app import db
 from app.auth import current_owner
+from app.errors import ApiError
 from app.queries import list_projects, project_json, require_project
 from app.routes.body import parse_body
-from app.schemas import ProjectCreate, ProjectUpdate
+from app.schemas import ProjectCreate, ProjectSettings, ProjectUpdate
 from models import Project
+from tasks.effects.policy import violations
+from tasks.settings import get_settings
 
 bp = Blueprint("projects", __name__)
 
@@ -17,10 +20,11 @@ bp = Blueprint("projects", __name__)
 @bp.post("/api/projects")
 def create_project():
     body = parse_body(ProjectCreate)
+    within_operator_policy(body.settings)
     session = db.session()
     project = Project(owner_id=current_owner(), name=body.name, goal=body.goal,
                       night_shift=body.night_shift,
-                      settings=body.settings.model_dump(exclude_none=True) if body.settings else {})
+                      settings=body.settings.applied_to({}) if body.settings else {})
     session.add(project)
     session.commit()
     return jsonify(project_json(project)), 201
@@ -42,10 +46,22 @@ def update_project(pid: str):
     session = db.session()
     project = require_project(session, current_owner(), pid)
     body = parse_body(ProjectUpdate)
+    within_operator_policy(body.settings)
     for field in ("name", "goal", "night_shift"):
         if field in body.model_fields_set and getattr(body, field) is not None:
             setattr(project, field, getattr(body, field))
-    if body.settings is not None:  # merged: only the keys sent change
-        project.settings = {**project.settings, **body.settings.model_dump(exclude_none=True)}
+    if body.settings is not None:
+        project.settings = body.settings.applied_to(project.settings)
     session.commit()
     return jsonify(project_json(project))
+
+
+def within_operator_policy(settings: ProjectSettings | None) -> None:
+    """422 naming each permission or cap the operator does not allow; nothing is written."""
+    if settings is None:
+        return
+    problems = violations(settings.model_dump(exclude_none=True), get_settings().operator_policy)
+    if problems:
+        summary = "; ".join(f"{k}: {v}" for k, v in problems.items())
+        raise ApiError(422, "validation_error", f"invalid request body: {summary}",
+                       {"fields": problems})

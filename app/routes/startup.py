@@ -7,17 +7,18 @@ import uuid
 from typing import Annotated
 
 from flask import Blueprint, jsonify, request, url_for
-from pydantic import Field
-from sqlalchemy import select
+from pydantic import Field, ValidationError
+from sqlalchemy import select, tuple_
 
-from app import db
+from app import db, responses
 from app.auth import current_owner
-from app.errors import ApiError, not_found
-from app.queries import require_project
+from app.errors import ApiError, not_found, unknown_effect_conflict, validation_error
+from app.queries import decode_cursor, encode_cursor, require_project
 from app.routes.body import parse_body
-from app.schemas import Integral, Strict, Text, has_nul, iso
+from app.schemas import ChatListQuery, Integral, Strict, Text, has_nul, iso
 from models import AgentMemory, Approval, ChatMessage, Project
 from tasks import approvals, pg
+from tasks.effects.review import UnknownEffectPending
 from tasks.enqueue import EnqueueRequest, enqueue
 from tasks.schedules import DAILY, enqueue_scheduled
 from tasks.settings import get_settings
@@ -47,7 +48,6 @@ def _project(pid: str) -> Project:
 def launch(pid: str):
     project = _project(pid)
     body = parse_body(LaunchBody)
-    db.close_session()
     job = enqueue(EnqueueRequest(project.id, "phase0.generate_packet", {
         "phase": 0, "revision_guidance": body.revision_guidance,
         "force_new_approval": body.force_new_approval}))
@@ -59,7 +59,6 @@ def launch(pid: str):
 def post_chat(pid: str):
     project = _project(pid)
     body = parse_body(ChatBody)
-    db.close_session()
     message_id = uuid.uuid4()
     # The message and its reply job commit together; the wake-up is published after.
     with pg.transaction():
@@ -75,22 +74,33 @@ def post_chat(pid: str):
 
 @bp.get("/api/projects/<pid>/chat")
 def get_chat(pid: str):
+    """Newest first, a page at a time: `next` is the `before` of the next older page."""
     project = _project(pid)
-    rows = db.session().scalars(select(ChatMessage).where(ChatMessage.project_id == project.id)
-                                .order_by(ChatMessage.created_at, ChatMessage.id).limit(500))
+    try:
+        page = ChatListQuery.model_validate(request.args.to_dict())
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    query = select(ChatMessage).where(ChatMessage.project_id == project.id)
+    if page.before:
+        created, message_id = decode_cursor(page.before)
+        query = query.where(tuple_(ChatMessage.created_at, ChatMessage.id)
+                            < tuple_(created, message_id))
+    rows = list(db.session().scalars(query.order_by(ChatMessage.created_at.desc(),
+                                                    ChatMessage.id.desc()).limit(page.limit + 1)))
+    more, rows = len(rows) > page.limit, rows[:page.limit]
     return jsonify({"items": [{"id": str(m.id), "role": m.role, "content": m.content,
                                "created_at": iso(m.created_at),
-                               "job_id": str(m.job_id) if m.job_id else None} for m in rows]})
+                               "job_id": str(m.job_id) if m.job_id else None} for m in rows],
+                    "next": encode_cursor(rows[-1].created_at, rows[-1].id) if more else None})
 
 
 def approval_json(a: Approval) -> dict:
-    return {"id": str(a.id), "project_id": str(a.project_id), "action_type": a.action_type,
-            "title": a.title, "action_args": a.action_args, "args_hash": a.args_hash,
-            "status": a.status, "version": a.version, "expires_at": iso(a.expires_at),
-            "decided_at": iso(a.decided_at), "execution_status": a.execution_status,
-            "execution_job_id": str(a.execution_job_id) if a.execution_job_id else None,
-            "source_job_id": str(a.source_job_id) if a.source_job_id else None,
-            "created_at": iso(a.created_at)}
+    return responses.Approval(
+        id=a.id, project_id=a.project_id, action_type=a.action_type, title=a.title,
+        action_args=a.action_args, args_hash=a.args_hash, status=a.status, version=a.version,
+        expires_at=a.expires_at, decided_at=a.decided_at, execution_status=a.execution_status,
+        execution_job_id=a.execution_job_id, source_job_id=a.source_job_id,
+        created_at=a.created_at).dump()
 
 
 @bp.get("/api/inbox")
@@ -121,12 +131,13 @@ def decide(aid: str):
     if approval is None:
         raise not_found("approval")
     body = parse_body(DecisionBody)
-    db.close_session()
     try:
         approvals.decide(approval_id, current_owner(), body.decision, body.version)
     except approvals.ApprovalConflict as exc:
         raise ApiError(409, "conflict", str(exc), {"field": "version"}) from None
-    fresh = db.session().get(Approval, approval_id)
+    except UnknownEffectPending as exc:
+        raise unknown_effect_conflict(exc) from None
+    fresh = session.get(Approval, approval_id, populate_existing=True)  # decided since
     return jsonify(approval_json(fresh))
 
 

@@ -1,4 +1,5 @@
-"""A project's live events: Server-Sent Events and WebSocket, both fed by the event hub.
+"""A project's live events: Server-Sent Events and WebSocket, both fed by the event hub;
+and pages of older events, for a client that opened a stream at a recent window.
 
 Both take a stream slot (app.stream_slots) before any 200 and end after the
 stream's lifetime. The WebSocket takes no input: a thread of its own reads and
@@ -13,15 +14,18 @@ import json
 import threading
 from typing import Any
 
-from flask import Blueprint, g, request
+from flask import Blueprint, g, jsonify, request
 from flask_sock import Sock
+from pydantic import ValidationError
 from simple_websocket import ConnectionClosed
 
-from app import db
+from app import db, event_log
 from app.auth import current_owner
+from app.errors import not_found, validation_error
 from app.hub import Subscription
-from app.queries import require_project
-from app.sse import cursor_from_request, event_stream, sse_response
+from app.queries import job_for_owner, require_project
+from app.schemas import EventPageQuery
+from app.sse import event_stream, sse_response, stream_cursor
 from app.stream_slots import take_slot
 
 bp = Blueprint("streams", __name__)
@@ -34,16 +38,38 @@ POLICY_VIOLATION, GOING_AWAY = 1008, 1001
 
 def _owned_project_id(pid: str):
     project_id = require_project(db.session(), current_owner(), pid).id
-    db.close_session()  # no database session is held while the stream is open
+    db.release()  # a stream holds its thread for minutes: no connection meanwhile
     return project_id
 
 
 @bp.get("/api/projects/<pid>/events")
 def project_events(pid: str):
-    project_id = _owned_project_id(pid)
-    cursor = cursor_from_request()
+    sub = Subscription(project_id=_owned_project_id(pid))
+    cursor = stream_cursor(sub)
     slot = take_slot()  # before any 200: over the cap is a 429
-    return sse_response(event_stream(Subscription(project_id=project_id), cursor), slot)
+    return sse_response(event_stream(sub, cursor), slot)
+
+
+@bp.get("/api/projects/<pid>/events/history")
+def project_event_history(pid: str):
+    return _older(Subscription(project_id=_owned_project_id(pid)))
+
+
+@bp.get("/api/jobs/<jid>/events/history")
+def job_event_history(jid: str):
+    job = job_for_owner(db.session(), current_owner(), jid)
+    if job is None:
+        raise not_found("job")
+    return _older(Subscription(job_id=job.id))
+
+
+def _older(sub: Subscription):
+    try:
+        query = EventPageQuery.model_validate(request.args.to_dict())
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    events, nxt = event_log.older(sub, query.before, query.limit, query.type_list())
+    return jsonify({"items": [e.as_json() for e in events], "next": nxt})
 
 
 @bp.before_request
@@ -51,8 +77,8 @@ def _refuse_socket_before_upgrade() -> None:
     """A WebSocket's 404 or 400 must be a plain HTTP answer: flask-sock accepts the
     upgrade before the route's body runs, so the checks happen here, before it."""
     if request.endpoint == "streams.project_socket":
-        g.socket_project_id = _owned_project_id((request.view_args or {})["pid"])
-        g.socket_cursor = cursor_from_request()
+        g.socket_sub = Subscription(project_id=_owned_project_id((request.view_args or {})["pid"]))
+        g.socket_cursor = stream_cursor(g.socket_sub)
         g.socket_slot = take_slot()
 
 
@@ -66,7 +92,7 @@ def _give_socket_slot_back(_exc: BaseException | None) -> None:
 
 @sock.route("/ws/projects/<pid>", bp=bp)
 def project_socket(ws: Any, pid: str) -> None:
-    stream = event_stream(Subscription(project_id=g.socket_project_id), g.socket_cursor)
+    stream = event_stream(g.socket_sub, g.socket_cursor)
     done = threading.Event()
     threading.Thread(target=_discard_input, args=(ws, done), name="ws-input",
                      daemon=True).start()

@@ -1,14 +1,14 @@
 """The web UI: server-rendered page shells whose scripts call the same /api/* as any client.
 
 Signing in turns an API token into a signed, HttpOnly, SameSite=Lax cookie session
-that keeps only the token's hash (app.auth looks the owner up from it on every call,
-so revoking the token signs the browser out). Pages carry no data of their own.
+that keeps only the token's hash and a session id (app.auth looks the owner up from
+them on every call, so revoking the token signs the browser out, and signing out
+ends every copy of the cookie: app.web_sessions). Pages carry no data of their own.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import secrets
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -18,45 +18,29 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Flask, Response, redirect, render_template, request, session, url_for
 from flask.sansio.blueprints import BlueprintSetupState
 
-from app.auth import SESSION_CSRF, SESSION_TOKEN_HASH
-from app.tokens import hash_token, owner_for_digest, owner_for_token
-from tasks.settings import Settings, get_settings
+from app.auth import SESSION_CSRF, SESSION_TOKEN_HASH, authenticate, csrf_matches
+from app.errors import ApiError
+from app.tokens import caller_for_digest, hash_token
+from app.web_sessions import SESSION_ID, caller_for_session
+from app.web_sessions import end as end_session
+from app.web_sessions import new_id as new_session_id
+from tasks.keys import derived_key
+from tasks.settings import get_settings
 
 bp = Blueprint("ui", __name__, template_folder="../templates", static_folder="../static",
                static_url_path="/assets")
 
 SESSION_LIFETIME = timedelta(hours=12)  # sliding: every request renews it
-SECRET_FILE = "web-secret-key"
 CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
-
-
-def secret_key(settings: Settings) -> str:
-    """SWITCHYARD_SECRET_KEY, else a random key made once per data dir and kept there, so
-    sessions survive a restart. Several hosts behind one name must set the variable."""
-    if settings.secret_key:
-        return settings.secret_key
-    path = Path(settings.data_dir) / SECRET_FILE
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{SECRET_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(48))
-        try:
-            os.link(tmp, path)  # atomic, and never replaces a key another process made first
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink()
-    return path.read_text().strip()
 
 
 @bp.record_once
 def _configure_sessions(state: BlueprintSetupState) -> None:
     app: Flask = state.app
     settings = get_settings()
-    app.secret_key = secret_key(settings)
+    # Its own key, derived: the cookie signer never holds the master secret (tasks.keys).
+    app.secret_key = derived_key(settings, "web-session/v1").hex()
     app.config.update(SESSION_COOKIE_NAME="switchyard_session", SESSION_COOKIE_HTTPONLY=True,
                       SESSION_COOKIE_SAMESITE="Lax",
                       SESSION_COOKIE_SECURE=settings.secure_cookies,
@@ -71,17 +55,39 @@ def _headers(response: Response) -> Response:
     return response
 
 
-@lru_cache(maxsize=64)
-def _asset_version(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:10]
+@lru_cache(maxsize=1)
+def assets_version() -> str:
+    """One hash over every static file, a directory in every asset's URL (/assets/<it>/ui.js).
+    A module's relative imports (`./ui.js`) resolve under the version of the URL it came from,
+    so a change to any file gives all of them new URLs, and no page mixes old and new modules."""
+    root = Path(bp.static_folder or "")
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(root).as_posix()}\0{path.stat().st_size}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:10]
+
+
+@bp.get("/assets/<version>/<path:filename>")
+def versioned_asset(version: str, filename: str) -> Response:
+    """A static file, cached for good under the current version. Another version (a page
+    opened before a deploy) gets today's file, revalidated on every use instead."""
+    response = bp.send_static_file(filename)
+    if version == assets_version():
+        response.cache_control.no_cache = None
+        response.cache_control.public = True
+        response.cache_control.max_age = 365 * 24 * 3600
+        response.cache_control.immutable = True
+    else:
+        response.cache_control.no_cache = True
+    return response
 
 
 @bp.context_processor
 def _template_helpers() -> dict[str, object]:
     def asset(filename: str) -> str:
-        """A static file's URL with its content hash: cached for good, refreshed on change."""
-        version = _asset_version(os.path.join(bp.static_folder or "", filename))
-        return url_for("ui.static", filename=filename, v=version)
+        """A static file's URL under the version of all of them (see assets_version)."""
+        return url_for("ui.versioned_asset", version=assets_version(), filename=filename)
 
     return {"asset": asset, "server_now": datetime.now(UTC).isoformat()}
 
@@ -96,8 +102,8 @@ def signed_in() -> bool:
     digest = session.get(SESSION_TOKEN_HASH)
     if not digest:
         return False
-    if owner_for_digest(str(digest)) is None:
-        session.pop(SESSION_TOKEN_HASH, None)  # the token was revoked
+    if caller_for_session(str(digest), session.get(SESSION_ID)) is None:
+        session.pop(SESSION_TOKEN_HASH, None)  # the token was revoked or the session ended
         return False
     return True
 
@@ -130,27 +136,37 @@ def home():
 def sign_in():
     form_csrf = request.form.get("csrf", "")
     token = request.form.get("token", "").strip()
-    error = None
-    if not form_csrf or not secrets.compare_digest(form_csrf, session.get(SESSION_CSRF, "")):
+    error, status, headers = None, 401, {}
+    if not csrf_matches(form_csrf):
         error = "Your sign-in form expired. Please try again."
     elif not token:
         error = "Paste an API token to sign in."
-    elif owner_for_token(token) is None:
-        error = "That token is not valid, or it was revoked."
+    else:
+        try:
+            if authenticate(hash_token(token)) is None:
+                error = "That token is not valid, or it was revoked."
+        except ApiError as refused:  # too many failures from this address
+            error = f"Too many failed sign-ins. Try again in {refused.headers['Retry-After']} s."
+            status, headers = refused.status, refused.headers
     if error:
         return render_template("signin.html", csrf=csrf_token(), error=error,
-                               next=request.form.get("next", "")), 401
+                               next=request.form.get("next", "")), status, headers
     session.clear()  # a fresh session and CSRF token on every sign-in
     session.permanent = True
     session[SESSION_TOKEN_HASH] = hash_token(token)
+    session[SESSION_ID] = new_session_id()
     csrf_token()
     return redirect(_safe_next(request.form.get("next")), 303)
 
 
 @bp.post("/signout")
 def sign_out():
-    if secrets.compare_digest(request.form.get("csrf", ""), session.get(SESSION_CSRF, "")):
-        session.clear()
+    if not csrf_matches(request.form.get("csrf", "")):
+        # Not a quiet redirect: the person must not believe they signed out.
+        return Response("This sign-out form expired: reload the page and sign out again.\n",
+                        403, mimetype="text/plain")
+    end_session(session.get(SESSION_ID))  # copies of the cookie too
+    session.clear()
     return redirect(url_for("ui.home"), 303)
 
 
@@ -166,4 +182,6 @@ def job_page(jid: str):
 
 @bp.get("/monitor")
 def monitor_page():
-    return page("monitor.html")
+    # The same flag the API routes read: the signed-in token's own (app.auth.current_viewer).
+    caller = caller_for_digest(str(session.get(SESSION_TOKEN_HASH, "")))
+    return page("monitor.html", scope="fleet" if caller is not None and caller.admin else "owner")

@@ -78,6 +78,7 @@
     }
     renderHeader();
     renderSteps();
+    document.dispatchEvent(new CustomEvent("sy:job", { detail: job })); // usage.js, checks.js
     fill($("#payload"), pretty(job.payload));
     fill($("#result"), job.result === null || job.result === undefined
       ? empty(TERMINAL.has(job.status) ? "No result." : "No result yet.") : pretty(job.result));
@@ -85,13 +86,18 @@
   }
   const reload = debounce(() => load().catch(fail), 250);
 
-  // ---- events
+  // ---- events: the last TAIL at first, older ones on demand, each shown once
+  const TAIL = 200;
   const events = $("#events");
+  const eventsOlder = $("#events-older");
+  const shown = new Set();
   let source = null;
   let lastEventId = 0;
+  let oldestEventId = null;
   function listen() {
     if (source) source.close();
-    source = SY.stream(`/api/jobs/${enc}/events?cursor=${lastEventId}`, onEvent, $("#live"));
+    const from = lastEventId ? `cursor=${lastEventId}` : `tail=${TAIL}`;
+    source = SY.stream(`/api/jobs/${enc}/events?${from}`, onEvent, $("#live"));
   }
   // The server ends a job's stream at a terminal status, the first one even when the job was
   // retried since: listen again from there unless this is the job's latest end.
@@ -106,16 +112,36 @@
     live.dataset.state = "closed";
     live.textContent = "finished";
   }
+  function eventItem(e) {
+    const label = e.type === "status" ? badge(e.data?.status || e.message)
+      : e.type === "delta" ? h("span", { class: "delta" }, e.message) : h("span", {}, e.message);
+    return h("li", { class: `ev ev-${e.type}`, dataset: { eventId: e.id } },
+      h("span", { class: "ev-type muted" }, e.type), h("span", { class: "ev-body" }, label), time(e.created_at));
+  }
+  function show(e, older) {
+    oldestEventId = oldestEventId === null ? e.id : Math.min(oldestEventId, e.id);
+    if (shown.has(e.id)) return false;
+    shown.add(e.id);
+    $("#events-empty").hidden = true;
+    eventsOlder.hidden = false;
+    // Oldest first; a late event (committed after later ones were shown) goes where its id says.
+    const last = events.lastElementChild;
+    const next = older ? events.firstElementChild : !last || Number(last.dataset.eventId) < e.id ? null
+      : [...events.children].find((li) => Number(li.dataset.eventId) > e.id);
+    events.insertBefore(eventItem(e), next || null);
+    return true;
+  }
   function onEvent(e) {
     lastEventId = Math.max(lastEventId, e.id);
     if (e.type === "status" && TERMINAL.has(e.data?.status)) afterTerminal(e);
-    $("#events-empty").hidden = true;
-    const label = e.type === "status" ? badge(e.data?.status || e.message)
-      : e.type === "delta" ? h("span", { class: "delta" }, e.message) : h("span", {}, e.message);
-    events.append(h("li", { class: `ev ev-${e.type}`, dataset: { eventId: e.id } },
-      h("span", { class: "ev-type muted" }, e.type), h("span", { class: "ev-body" }, label), time(e.created_at)));
-    if (e.type === "status" || e.type === "step") reload();
+    if (show(e, false) && (e.type === "status" || e.type === "step")) reload();
   }
+  eventsOlder.addEventListener("click", (ev) => busy(ev.currentTarget, async () => {
+    const q = oldestEventId === null ? "" : `&before=${oldestEventId}`;
+    const page = await api("GET", `/api/jobs/${enc}/events/history?limit=100${q}`);
+    for (const e of page.items) show(e, true); // newest first: each goes on top
+    if (page.next === null) eventsOlder.hidden = true;
+  }));
 
   $("#retry").addEventListener("click", (ev) => busy(ev.currentTarget, async () => {
     await api("POST", `/api/jobs/${enc}/retry`);

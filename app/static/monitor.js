@@ -7,6 +7,7 @@
   const FAILED_EVERY = 3; // polls
   const DEPTH_SAMPLES = 150; // 5 minutes of depth seen by this page
   const depthHistory = new Map(); // queue -> [depth, ...]
+  const fleet = $("#monitor").dataset.scope === "fleet"; // an admin token: every tenant
   const projects = new Map(); // id -> name
   let paused = false;
   let polls = 0;
@@ -63,7 +64,7 @@
       stat("waiting", sum(items, "waiting")), stat("scheduled", sum(items, "scheduled")),
       stat("done last min", sum(items, "completed_last_minute")),
       stat("failed last hour", sum(items, "failed_last_hour"), sum(items, "failed_last_hour") ? "bad" : ""),
-      stat("workers alive", alive, alive ? "" : "bad"));
+      fleet ? stat("workers alive", alive, alive ? "" : "bad") : stat("workers on your jobs", alive));
   }
 
   function renderQueues(data) {
@@ -117,7 +118,8 @@
   function renderWorkers(items) {
     const box = $("#workers");
     if (!items.length) {
-      fill(box, empty("No worker has reported in. Start one with `switchyard worker`."));
+      fill(box, empty(fleet ? "No worker has reported in. Start one with `switchyard worker`."
+        : "No worker is running one of your jobs right now."));
       return;
     }
     fill(box, h("ul", { class: "rows workers" }, items.map((w) => {

@@ -21,13 +21,14 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from tasks import pg
+from tasks import keystore, pg
 from tasks.effects import policy, records
 from tasks.effects.adapters import ADAPTERS
-from tasks.effects.adapters.base import Adapter, ProviderResult, cannot_tell
+from tasks.effects.adapters.base import Adapter, Credentials, ProviderResult, cannot_tell
 from tasks.effects.records import EffectRecord
 from tasks.effects.redaction import redact, secrets_in_use
 from tasks.errors import PermanentError, RetryableError
+from tasks.settings import get_settings
 from tasks.storable import to_json
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,11 @@ def perform(*, project_id: str, action_type: str, args: dict[str, Any], idempote
         settings = records.project_settings(project_id)
         if settings is None:
             raise PermanentError(f"project {project_id} does not exist")
-        rules = policy.check_permitted(settings, action_type)
+        rules = policy.check_permitted(settings, action_type,
+                                       get_settings().operator_policy)
+        # Read before the intent is written: a failure here must leave no intent behind
+        # (the next caller would take it for a crash mid-call and call the effect unknown).
+        creds = credentials(adapter, str(project_id))
         intent = records.insert_intent(
             project_id=str(project_id), action_type=action_type, args=args,
             key=idempotency_key, job_id=job_id, approval_id=approval_id,
@@ -89,7 +94,7 @@ def perform(*, project_id: str, action_type: str, args: dict[str, Any], idempote
         if intent is None:  # written by a caller that bypassed the key lock
             raise RetryableError(f"effect {idempotency_key!r} is being recorded concurrently")
         _log("effect_intent", intent)
-        return _call(adapter, intent)
+        return _call(adapter, intent, creds)
 
 
 def unknown_effects(project_id: str) -> list[EffectRecord]:
@@ -123,25 +128,32 @@ def _key_lock(conn: psycopg.Connection, key: str) -> Iterator[None]:
                 pg.reset()  # closing the session is the other way to free its locks
 
 
+def credentials(adapter: Adapter, project_id: str) -> Credentials:
+    """The project's own secrets this adapter uses, and whether the operator's may stand in."""
+    return Credentials(own=keystore.read(project_id, adapter.secrets),
+                       shared=adapter.action_type in get_settings().shared_credential_kinds)
+
+
 def _settle(adapter: Adapter, row: EffectRecord) -> EffectOutcome:
     if row.status in OUTCOMES:
         return _outcome(row, replayed=True)
     # An intent nobody holds the lock for: its caller died between intent and outcome.
+    creds = credentials(adapter, row.project_id)
     try:
-        result = adapter.reconcile(row.idempotency_key, row.args, row.provider_ref)
+        result = adapter.reconcile(row.idempotency_key, row.args, row.provider_ref, creds)
     except Exception as exc:
         result = cannot_tell(f"asking the provider failed: {type(exc).__name__}: {exc}")
     if result.status == "absent":
         _log("effect_reconciled_absent", row)
-        return _call(adapter, row)
+        return _call(adapter, row, creds)
     if result.status not in OUTCOMES:
         result = cannot_tell(result.error or "the provider gave no usable answer")
-    return _record(row, result, replayed=True, action="effect_reconciled")
+    return _record(row, result, creds, replayed=True, action="effect_reconciled")
 
 
-def _call(adapter: Adapter, row: EffectRecord) -> EffectOutcome:
+def _call(adapter: Adapter, row: EffectRecord, creds: Credentials) -> EffectOutcome:
     try:
-        result = adapter.call(row.idempotency_key, row.args)
+        result = adapter.call(row.idempotency_key, row.args, creds)
     except Exception as exc:  # a bug mid-call may still have reached the provider
         result = ProviderResult("unknown", error=f"the {row.action_type} adapter raised "
                                 f"{type(exc).__name__}: {exc}")
@@ -150,19 +162,19 @@ def _call(adapter: Adapter, row: EffectRecord) -> EffectOutcome:
         records.withdraw(row.id)
         _log("effect_withdrawn", row)
         message = redact(f"{row.action_type} effect {row.idempotency_key!r} was not performed: "
-                         f"{result.error}")
+                         f"{result.error}", secrets_in_use(creds.own.values()))
         if not result.retryable:
             raise PermanentError(message)
         raise RetryableError(message, delay=result.retry_after,
                              count_attempt=not result.rate_limited)
     if result.status not in OUTCOMES:
         result = ProviderResult("unknown", error=result.error or "no outcome from the adapter")
-    return _record(row, result, replayed=False, action="effect_" + result.status)
+    return _record(row, result, creds, replayed=False, action="effect_" + result.status)
 
 
-def _record(row: EffectRecord, result: ProviderResult, *, replayed: bool,
+def _record(row: EffectRecord, result: ProviderResult, creds: Credentials, *, replayed: bool,
             action: str) -> EffectOutcome:
-    secrets = secrets_in_use()
+    secrets = secrets_in_use(creds.own.values())
     stored = records.record_outcome(
         row.id, status=result.status, response=redact(result.response, secrets),
         provider_ref=redact(result.provider_ref, secrets), error=redact(result.error, secrets))

@@ -1,12 +1,19 @@
-"""May this project perform this kind of effect, and how many a day: read from projects.settings.
+"""May this project perform this kind of effect, and how many a day.
 
+Two layers. The operator's (`Operator`, from SWITCHYARD_EFFECTS_ALLOWED and
+SWITCHYARD_EFFECT_CAP_CEILINGS) says which kinds tenants may turn on at all and
+the most of each a day; the project's settings choose within it:
 settings = {"permissions": {"email": true, ...}, "caps": {"email_per_day": 50, ...}}.
 Anything not set falls back to DEFAULTS; money and code pushes are off until a
-project turns them on. Pure: the ledger reads the row and counts, this decides.
+project turns them on. A setting outside the operator's policy is refused when it
+is written (`violations`), and a setting written before the operator tightened the
+policy is held to it when an effect runs (`policy_for`). Pure: the ledger reads
+the row and counts, this decides.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,8 +52,76 @@ class CapReached(EffectRefused):
         self.cap = cap
 
 
-def policy_for(settings: Any, action_type: str) -> Policy:
+KINDS = tuple(DEFAULTS)
+CEILINGS: dict[str, int] = {"email": 500, "deploy_hook": 200, "github_dispatch": 200,
+                            "ad_campaign": 50}
+SETTINGS_HINT = "SWITCHYARD_EFFECTS_ALLOWED"
+
+
+@dataclass(frozen=True)
+class Operator:
+    """What the operator lets any tenant do: kinds that may be enabled, and daily ceilings."""
+
+    allowed: frozenset[str]
+    ceilings: dict[str, int]
+
+    @classmethod
+    def parse(cls, allowed: str, ceilings: str) -> Operator:
+        """`allowed`: "email,deploy_hook" (empty: every kind); `ceilings`:
+        "email=100,deploy_hook=10" over CEILINGS. ValueError naming what is wrong."""
+        kinds = [k.strip() for k in allowed.split(",") if k.strip()] or list(KINDS)
+        unknown = [k for k in kinds if k not in KINDS]
+        if unknown:
+            raise ValueError(f"SWITCHYARD_EFFECTS_ALLOWED names unknown effect kinds "
+                             f"{unknown}: use some of {list(KINDS)}")
+        limits = dict(CEILINGS)
+        for item in (i.strip() for i in ceilings.split(",")):
+            if not item:
+                continue
+            kind, _, raw = item.partition("=")
+            kind = kind.strip().removesuffix("_per_day")
+            if kind not in KINDS or not re.fullmatch(r"\s*\d+\s*", raw):
+                raise ValueError(f"SWITCHYARD_EFFECT_CAP_CEILINGS: {item!r} is not KIND=N with "
+                                 f"KIND one of {list(KINDS)} and N a whole number")
+            limits[kind] = int(raw)
+        return cls(allowed=frozenset(kinds), ceilings=limits)
+
+
+EVERYTHING = Operator(allowed=frozenset(KINDS), ceilings=dict(CEILINGS))
+
+
+def violations(settings: dict[str, Any], operator: Operator) -> dict[str, str]:
+    """What a tenant's new `permissions` and `caps` ask beyond the operator's policy,
+    by field name ("settings.permissions.ad_campaign"): empty when all of it fits."""
+    problems: dict[str, str] = {}
+    for kind, allowed in (settings.get("permissions") or {}).items():
+        field = f"settings.permissions.{kind}"
+        if kind not in KINDS:
+            problems[field] = f"unknown effect kind: one of {list(KINDS)}"
+        elif allowed and kind not in operator.allowed:
+            problems[field] = (f"the operator does not allow {kind} effects on this server "
+                               f"({SETTINGS_HINT})")
+    for name, cap in (settings.get("caps") or {}).items():
+        field = f"settings.caps.{name}"
+        kind = name.removesuffix("_per_day")
+        if kind not in KINDS or not name.endswith("_per_day"):
+            problems[field] = f"unknown cap: one of {[k + '_per_day' for k in KINDS]}"
+        elif isinstance(cap, int) and cap > operator.ceilings[kind]:
+            problems[field] = (f"at most {operator.ceilings[kind]} a day on this server "
+                               f"(SWITCHYARD_EFFECT_CAP_CEILINGS)")
+    return problems
+
+
+def policy_for(settings: Any, action_type: str, operator: Operator = EVERYTHING) -> Policy:
     """The effective policy; a malformed setting is an error, never a silent default."""
+    project = _project_policy(settings, action_type)
+    if action_type not in operator.allowed:
+        return Policy(allowed=False, cap_per_day=0)
+    return Policy(allowed=project.allowed,
+                  cap_per_day=min(project.cap_per_day, operator.ceilings[action_type]))
+
+
+def _project_policy(settings: Any, action_type: str) -> Policy:
     default = DEFAULTS.get(action_type, Policy(allowed=False, cap_per_day=0))
     settings = settings if isinstance(settings, dict) else {}
     allowed = _section(settings, "permissions").get(action_type, default.allowed)
@@ -68,8 +143,12 @@ def _section(settings: dict[str, Any], name: str) -> dict[str, Any]:
     return section
 
 
-def check_permitted(settings: Any, action_type: str) -> Policy:
-    policy = policy_for(settings, action_type)
+def check_permitted(settings: Any, action_type: str,
+                    operator: Operator = EVERYTHING) -> Policy:
+    policy = policy_for(settings, action_type, operator)
+    if action_type in DEFAULTS and action_type not in operator.allowed:
+        raise NotPermitted(f"the operator of this server does not allow {action_type} effects "
+                           f"({SETTINGS_HINT})", action_type=action_type)
     if not policy.allowed:
         raise NotPermitted(
             f"this project may not perform {action_type} effects: set "

@@ -115,15 +115,38 @@ def unknown_for(project_id: str, limit: int = 200) -> list[EffectRecord]:
     return [_record(r) for r in rows]
 
 
+# A person's verdict: the effect, its approval's execution (succeeded: the action is done) and
+# a `log` event on the project's stream, in one transaction. `by` and `note` are kept in the
+# response as {"resolution": {...}}; completed_at says when.
+RESOLVE = f"""
+WITH e AS (
+    UPDATE action_executions SET status = %(status)s::text, completed_at = now(),
+        response = CASE WHEN jsonb_typeof(response) = 'object' THEN response || %(resolution)s
+                        ELSE %(resolution)s END
+    WHERE id = %(id)s AND project_id = %(project)s AND status = 'unknown'
+    RETURNING {COLUMNS}
+), a AS (
+    UPDATE approvals SET execution_status =
+            CASE WHEN %(status)s::text = 'succeeded' THEN 'completed' ELSE 'failed' END,
+        updated_at = now()
+    WHERE id = (SELECT approval_id FROM e) AND status = 'approved'
+), ev AS (
+    INSERT INTO agent_job_events (job_id, project_id, type, message, data)
+    SELECT job_id, project_id, 'log',
+        action_type || ' effect resolved as ' || status || ' by a person'
+            || CASE WHEN %(note)s::text <> '' THEN ': ' || %(note)s::text ELSE '' END,
+        jsonb_build_object('effect_id', id, 'kind', action_type, 'outcome', status,
+                           'note', %(note)s::text, 'by', %(by)s::text, 'approval_id', approval_id)
+    FROM e
+)
+SELECT {COLUMNS} FROM e
+"""
+
+
 def resolve(effect_id: str, *, project_id: str, status: str, note: str,
             by: str | None) -> EffectRecord | None:
+    """Resolve an unknown effect; None if it is not (or no longer) unknown."""
     resolution = Jsonb({"resolution": {"status": status, "note": note, "by": by}})
-    row = pg.fetch_one(
-        "UPDATE action_executions SET status = %s, completed_at = now(), "
-        "response = CASE WHEN jsonb_typeof(response) = 'object' THEN response || %s "
-        "ELSE %s END "
-        "WHERE id = %s AND project_id = %s AND status = 'unknown' "
-        f"RETURNING {COLUMNS}",
-        (status, resolution, resolution, effect_id, str(project_id)),
-    )
+    row = pg.fetch_one(RESOLVE, {"status": status, "resolution": resolution, "id": effect_id,
+                                 "project": str(project_id), "note": note, "by": by})
     return None if row is None else _record(row)

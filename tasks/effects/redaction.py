@@ -1,7 +1,8 @@
-"""Keep configured secrets out of what the ledger stores: a provider may echo them back."""
+"""Keep credentials out of what the ledger stores: a provider may echo them back."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from tasks.settings import get_settings
@@ -9,9 +10,11 @@ from tasks.settings import get_settings
 REDACTED = "[redacted]"
 
 
-def secrets_in_use() -> list[str]:
+def secrets_in_use(project_secrets: Iterable[str] = ()) -> list[str]:
+    """The operator's credentials, and the project's own the call was given."""
     s = get_settings()
-    candidates = (s.resend_api_key, s.github_token, s.ads_api_key, s.smtp_password)
+    candidates = (s.resend_api_key, s.github_token, s.ads_api_key, s.smtp_password,
+                  *project_secrets)
     # Longest first, so a secret containing another is replaced whole.
     return sorted({c for c in candidates if len(c) >= 4}, key=len, reverse=True)
 

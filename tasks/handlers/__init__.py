@@ -1,5 +1,15 @@
 """Built-in job types, one module each; importing this package registers them."""
 
-from tasks.handlers import approval_execute, canary, chat, mail, nightshift, packets
+from tasks.handlers import (
+    approval_execute,
+    browser,
+    canary,
+    chat,
+    mail,
+    nightshift,
+    packets,
+    reports,
+)
 
-__all__ = ["approval_execute", "canary", "chat", "mail", "nightshift", "packets"]
+__all__ = ["approval_execute", "browser", "canary", "chat", "mail", "nightshift", "packets",
+           "reports"]

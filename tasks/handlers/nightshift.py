@@ -38,7 +38,8 @@ def _derive(ctx: JobContext, context: dict[str, Any]) -> list[dict[str, Any]]:
                      system="You run the night shift of a startup operating system. Propose the "
                             "next concrete actions as a JSON list of {type, title, args}.",
                      messages=[{"role": "user", "content": json.dumps(context["latest_packet"])}])
-    text = call_llm(get_client(), req, project_id=ctx.project_id, job_id=ctx.job_id).text
+    text = call_llm(get_client(), req, project_id=ctx.project_id, job_id=ctx.job_id,
+                    step_seq=ctx.current_step).text
     try:
         actions = json.loads(text)
     except json.JSONDecodeError as exc:

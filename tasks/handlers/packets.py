@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tasks import pg
+from tasks import pg, phases
 from tasks.approvals import NewApproval, create_approval
 from tasks.context import JobContext
 from tasks.llm import get_client
@@ -25,7 +25,7 @@ from tasks.retry import RetryPolicy
 class PacketPayload(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    phase: int = Field(0, ge=0, le=20)
+    phase: int = Field(0, ge=0, le=phases.LAST)
     revision_guidance: str | None = Field(None, max_length=5000)
     force_new_approval: bool = False
 
@@ -39,18 +39,23 @@ def _research(ctx: JobContext, context: dict[str, Any], p: PacketPayload) -> str
            f"{context['memory_prompt']}\nPhase {p.phase}. Research what matters most now."
            + (f"\nThe founder asked for this revision: {p.revision_guidance}"
               if p.revision_guidance else ""))
-    req = LLMRequest(purpose="summary", system=SYSTEM, context=context,
+    req = LLMRequest(purpose="summary", system=SYSTEM,
+                     context=context | {"phase": phases.name(p.phase)},
                      messages=[{"role": "user", "content": ask}])
-    return call_llm(get_client(), req, project_id=ctx.project_id, job_id=ctx.job_id).text
+    return call_llm(get_client(), req, project_id=ctx.project_id, job_id=ctx.job_id,
+                    step_seq=ctx.current_step).text
 
 
 def _synthesize(ctx: JobContext, context: dict[str, Any], research: str, p: PacketPayload) -> dict:
     ask = ("Write the phase packet as JSON with title, summary, insights and actions "
            f"(each action: type, title, args).\nResearch notes:\n{research}")
-    req = LLMRequest(purpose="packet", system=SYSTEM, context=context | {"phase": p.phase},
+    req = LLMRequest(purpose="packet", system=SYSTEM,
+                     context=context | {"phase": phases.name(p.phase)},
                      messages=[{"role": "user", "content": ask}], max_tokens=2048)
-    result = call_llm(get_client(), req, project_id=ctx.project_id, job_id=ctx.job_id)
-    return parse_packet(result.text).model_dump(mode="json")  # invalid → PermanentError
+    result = call_llm(get_client(), req, project_id=ctx.project_id, job_id=ctx.job_id,
+                      step_seq=ctx.current_step)
+    packet = parse_packet(result.text).model_dump(mode="json")  # invalid → PermanentError
+    return phases.with_advance(packet, p.phase)  # ours, not the model's: the way on
 
 
 def _store_packet(project_id: uuid.UUID, job_id: uuid.UUID, phase: int, packet: dict) -> str:
@@ -59,7 +64,11 @@ def _store_packet(project_id: uuid.UUID, job_id: uuid.UUID, phase: int, packet: 
         "VALUES (%s, %s, %s, %s, %s::jsonb) ON CONFLICT (job_id) DO NOTHING RETURNING id) "
         "SELECT id FROM ins UNION ALL SELECT id FROM packets WHERE job_id = %s",
         (uuid.uuid4(), project_id, job_id, phase, json.dumps(packet), job_id))
-    pg.fetch("UPDATE projects SET phase = %s WHERE id = %s", (f"phase{phase}", project_id))
+    # The project is in the phase whose packet it has; the advance that asked for it is done.
+    pg.fetch("UPDATE projects SET phase = %s WHERE id = %s", (phases.name(phase), project_id))
+    pg.fetch("UPDATE approvals SET execution_status = 'completed', updated_at = now() "
+             "WHERE project_id = %s AND action_type = %s AND status = 'approved' "
+             "AND (action_args->>'to')::int = %s", (project_id, phases.ADVANCE, phase))
     return str(stored)
 
 
@@ -79,7 +88,8 @@ def handle(ctx: JobContext, p: PacketPayload) -> dict[str, Any]:
                          packet)
     approvals = ctx.step("create-approvals", _create_approvals, ctx.project_id, ctx.job_id,
                          packet, p.force_new_approval)
-    ctx.step("write-memory", write_memory, ctx.project_id, "decision", f"phase{p.phase}-packet",
+    ctx.step("write-memory", write_memory, ctx.project_id, "decision",
+             f"{phases.name(p.phase)}-packet",
              f"{packet['title']}: {packet['summary']}", job_id=ctx.job_id, step="write-memory")
     ctx.log(f"packet ready with {len(approvals)} action(s) awaiting approval",
             packet_id=packet_id, approvals=approvals)

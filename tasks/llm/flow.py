@@ -120,11 +120,13 @@ def check_budget(project_id: Id) -> None:
     raise Suspend(BUDGET_REASON, wake_at=status.resets_at)
 
 
-def record_usage(project_id: Id, job_id: Id | None, result: LLMResult) -> None:
+def record_usage(project_id: Id, job_id: Id | None, result: LLMResult,
+                 step_seq: int | None = None) -> None:
     pg.fetch(
-        "INSERT INTO llm_usage (project_id, job_id, provider, model, input_tokens, "
-        "output_tokens, cost_usd) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        (str(project_id), str(job_id) if job_id is not None else None, result.provider,
+        "INSERT INTO llm_usage (project_id, job_id, step_seq, provider, model, input_tokens, "
+        "output_tokens, cost_usd) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+        (str(project_id), str(job_id) if job_id is not None else None, step_seq,
+         result.provider,
          result.model, result.usage.input_tokens, result.usage.output_tokens,
          Decimal(str(result.cost_usd))),
     )
@@ -180,13 +182,15 @@ def paused_for(provider: str) -> float:
 # --- the door ----------------------------------------------------------------
 
 def call_llm(client: LLMClient, req: LLMRequest, *, project_id: Id, job_id: Id | None,
-             on_text: Callable[[str], None] | None = None) -> LLMResult:
+             on_text: Callable[[str], None] | None = None,
+             step_seq: int | None = None) -> LLMResult:
     """Call the model if the provider and the budget allow; record what it used.
 
     Raises ProviderBusy (a RetryableError that uses no attempt) while the provider
     is paused or when it answers 429/529, Suspend("llm_budget") when a daily budget
     is spent, and whatever the provider raises otherwise. With `on_text` the answer
-    is streamed, each text delta passed to it as it arrives.
+    is streamed, each text delta passed to it as it arrives. `step_seq` (the calling step,
+    `ctx.current_step`) lets the job's page show what each step cost.
     """
     wait = paused_for(client.provider)
     if wait > 0:
@@ -203,7 +207,7 @@ def call_llm(client: LLMClient, req: LLMRequest, *, project_id: Id, job_id: Id |
                                                   "seconds": busy.retry_after,
                                                   "job_id": str(job_id), "error": str(busy)})
         raise
-    record_usage(project_id, job_id, result)
+    record_usage(project_id, job_id, result, step_seq)
     log.info("llm called", extra={"action": "llm_called", "job_id": str(job_id),
                                   "project_id": str(project_id), "purpose": req.purpose,
                                   "provider": result.provider, "model": result.model,

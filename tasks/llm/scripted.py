@@ -29,6 +29,21 @@ _NEXT_MOVE = {
     "launch": "announce where the first users already gather and watch activation",
     "growth": "double down on the channel that brought the best-retained users",
 }
+# What each phase looks at and what it proposes: its packet reads like the phase it is in.
+_RESEARCH = {
+    "idea": "who has the problem, how they cope today, and what that costs them",
+    "validation": "whether strangers want it: sign-ups per visitor, replies per email",
+    "build": "the smallest scope that solves the core problem end to end",
+    "launch": "where the first users gather and what makes them stay past day one",
+    "growth": "which channel brings the best-retained users at a cost that pays back",
+}
+_INSIGHT = {
+    "idea": "Five conversations beat fifty survey answers: listen for the workaround.",
+    "validation": "A landing page with a waitlist is a cheap, honest test of demand.",
+    "build": "Cut every feature the first ten users did not ask for.",
+    "launch": "Activation in the first session predicts retention better than sign-ups.",
+    "growth": "Spend where retention is best, not where sign-ups are cheapest.",
+}
 _OPENERS = ("Here is how I see it", "Good question", "Let me think about that", "Fair point")
 
 
@@ -70,6 +85,8 @@ class _Facts:
         self.github_repo = ctx.get("github_repo")
         self.ad_budget = float(ctx.get("ad_daily_budget_usd") or 10)
         self.message_count = len(req.messages)
+        self.topic = str(ctx.get("topic") or self.goal)
+        self.sources = [str(u) for u in ctx.get("sources") or []]
 
     def pick(self, options: tuple[str, ...], salt: int = 0) -> str:
         return options[(self.seed >> salt) % len(options)]
@@ -98,13 +115,16 @@ def _packet(f: _Facts) -> str:
         summary += f" This builds on the last packet, “{f.latest_title}”."
     insights = [f"{category} — {key}: {content}" for category, key, content in f.memory[:2]]
     insights.append(f"The fastest way to learn in the {f.phase} phase: {f.next_move}.")
+    if f.phase in _INSIGHT:
+        insights.append(_INSIGHT[f.phase])
     packet = Packet(title=f"{f.name}: {f.phase} packet", summary=summary, insights=insights,
                     actions=_actions(f))
     return json.dumps(packet.model_dump(), ensure_ascii=False)
 
 
 def _actions(f: _Facts) -> list[PacketAction]:
-    """Only actions the project can carry out: each needs its own contact, URL or repo."""
+    """Only actions the project can carry out: each needs its own contact, URL or repo; what
+    they say, and whether money is spent, follows the phase."""
     actions = []
     if f.contact:
         actions.append(PacketAction(type="email", title=f"Send the {f.phase} update", args={
@@ -156,8 +176,32 @@ def _nightshift(f: _Facts) -> str:
 
 
 def _summary(f: _Facts) -> str:
+    focus = _RESEARCH.get(f.phase)
     return (f"{f.name} ({f.phase}): {f.message_count} messages so far, aiming at {f.goal}. "
-            f"Latest: {f.user_message.strip()[:160] or 'nothing new'}.")
+            + (f"This phase looks at {focus}. " if focus else "")
+            + f"Latest: {f.user_message.strip()[:160] or 'nothing new'}.")
+
+
+def _outline(f: _Facts) -> str:
+    """A report outline on the request's topic, from what the project knows (no web)."""
+    findings = [
+        {"title": "Where things stand", "bullets": [
+            f"{f.name} is in its {f.phase} phase", f"Goal: {f.goal}"[:200]],
+         "notes": f"The report's question: {f.topic}."},
+        {"title": "What the project has learned", "bullets": [
+            f"{key}: {content}"[:200] for _, key, content in f.memory[:4]]
+            or ["Nothing recorded yet: start with conversations"],
+         "notes": "From the project's memory."},
+        {"title": "Evidence so far", "bullets": [
+            "Conversations held, interested, willing to pay"],
+         "figures": [{"label": "Conversations", "value": 5 + f.seed % 6},
+                     {"label": "Interested", "value": 3 + f.seed % 3},
+                     {"label": "Would pay", "value": 1 + f.seed % 3}]},
+        {"title": "Recommended next step", "bullets": [f.next_move]},
+    ]
+    return json.dumps({"title": f"{f.topic}"[:200], "subtitle": f"{f.name}, {f.phase} phase",
+                       "summary": f"What {f.name} knows about {f.topic}, and what to do next.",
+                       "findings": findings, "sources": f.sources}, ensure_ascii=False)
 
 
 def _generic(f: _Facts) -> str:
@@ -166,7 +210,7 @@ def _generic(f: _Facts) -> str:
 
 _COMPOSERS: dict[str, Callable[[_Facts], str]] = {
     "packet": _packet, "chat": _chat, "plan": _plan, "nightshift": _nightshift,
-    "summary": _summary,
+    "summary": _summary, "outline": _outline,
 }
 
 

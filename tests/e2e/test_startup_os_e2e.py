@@ -255,9 +255,13 @@ def test_chat_deltas_reach_an_sse_client_before_the_reply_is_stored_once(
                         and e["job_id"] == job_id and e["data"]["name"] == "store-reply")
     assert max(d["id"] for d in deltas) < store_started
     items = web.get(f"/api/projects/{web.project}/chat").json()["items"]
-    assert [(m["role"], m["content"]) for m in items] == [
-        ("user", "What should I do first?"), ("assistant", REPLY)]
+    assert [(m["role"], m["content"]) for m in items] == [  # newest first
+        ("assistant", REPLY), ("user", "What should I do first?")]
     assert fake_anthropic.received[0].body["stream"] is True
+    # and once the reply is stored and the job done, its deltas are folded away
+    wait(lambda: p.status(job_id) == "completed", 10, "the reply job")
+    assert pg.fetch("SELECT count(*) FROM agent_job_events WHERE job_id = %s "
+                    "AND type = 'delta'", (job_id,)) == [(0,)]
 
     # When the next reply's stream breaks mid-way (the job retries), and a duplicate reply job
     # for the same message runs as well
@@ -276,7 +280,7 @@ def test_chat_deltas_reach_an_sse_client_before_the_reply_is_stored_once(
     assert len(replies) == 1 and replies[0][1] == REPLY
     assert p.job(duplicate)["result"]["message_id"] == str(replies[0][0])
     assert [m["role"] for m in web.get(f"/api/projects/{web.project}/chat").json()["items"]] \
-        == ["user", "assistant", "user", "assistant"]
+        == ["assistant", "user", "assistant", "user"]  # newest first
 
 
 # --- 5. a 429 seen by one worker process pauses the other -----------------------------------------

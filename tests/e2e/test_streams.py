@@ -35,6 +35,7 @@ pytestmark = pytest.mark.e2e
 
 KEEPALIVE = 1.0  # SWITCHYARD_SSE_KEEPALIVE_SECONDS for the server: also how fast a listener stops
 TIMEOUT = httpx.Timeout(10.0, read=KEEPALIVE * 8)
+METRICS_TOKEN = "e2e-metrics-token-" + "0123456789" * 2  # the operator's (32+ chars)
 
 
 # --- the web process --------------------------------------------------------------------------
@@ -60,7 +61,8 @@ class Web:
         return r.json()["job_id"]
 
     def subscribers(self) -> int:
-        text = httpx.get(self.url("/metrics"), timeout=10).text
+        text = httpx.get(self.url("/metrics"), timeout=10,
+                         headers={"Authorization": f"Bearer {METRICS_TOKEN}"}).text
         match = re.search(r"^switchyard_stream_subscribers (\S+)$", text, re.M)
         assert match, text
         return int(float(match.group(1)))
@@ -75,7 +77,8 @@ def web(procs: Procs) -> Iterator[Web]:
     proc, base = procs.web(threads=150,
                            env={"SWITCHYARD_SSE_KEEPALIVE_SECONDS": str(KEEPALIVE),
                                 # one token plays a hundred clients here
-                                "SWITCHYARD_STREAMS_PER_TOKEN": "1000"})
+                                "SWITCHYARD_STREAMS_PER_TOKEN": "1000",
+                                "SWITCHYARD_METRICS_TOKEN": METRICS_TOKEN})
     with session_scope(session_factory()) as s:
         owner_id, token = create_token(s, "alice")
     project = str(uuid.uuid4())
@@ -289,13 +292,21 @@ def test_resume_from_a_cursor_or_last_event_id_yields_exactly_the_missing_events
         by_ws = listen(web, f"/ws/projects/{web.project}?cursor={cursor}", websocket=True,
                        until=lambda e, last=rest[-1]: e["id"] == last).finish()
         assert by_ws.ids == rest
-    # A cursor at the end replays nothing, and the query string wins over the header.
-    tail = listen(web, f"/api/projects/{web.project}/events?cursor={expected[-1]}",
-                  headers={"Last-Event-ID": "0"})
+    # A cursor at the end replays nothing; and the header wins over the query string: an
+    # EventSource reconnects to the URL it opened (here ?cursor=0) with its Last-Event-ID,
+    # and must get only what it has not seen (it used to get the whole history again).
+    tail = listen(web, f"/api/projects/{web.project}/events?cursor=0",
+                  headers={"Last-Event-ID": str(expected[-1])})
     time.sleep(KEEPALIVE * 1.5)
     tail.stop.set()
     assert tail.finish().ids == []
     assert "keep-alive" in tail.comments
+    # A stream opened at a recent window: the last 3 events, over SSE and WebSocket alike.
+    for path, ws in ((f"/api/projects/{web.project}/events?tail=3", False),
+                     (f"/ws/projects/{web.project}?tail=3", True)):
+        window = listen(web, path, websocket=ws,
+                        until=lambda e, last=expected[-1]: e["id"] == last).finish()
+        assert window.ids == expected[-3:], path
 
 
 def test_a_job_stream_ends_after_its_terminal_status_event(web, worker):

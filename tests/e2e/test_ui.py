@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ class Site:
     token: str
     owner_id: uuid.UUID
     web: Proc
-    worker: Proc
+    worker: Proc | None
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
         r = httpx.request(method, self.base + path, json=body, timeout=10,
@@ -73,6 +74,17 @@ def site(procs: Procs) -> Site:
     with session_scope(session_factory()) as s:
         owner_id, token = create_token(s, "ada")
     return Site(base, token, owner_id, web, worker)
+
+
+@pytest.fixture
+def short_streams_site(procs: Procs) -> Site:
+    """A web process whose streams end every 2 s, so the browser reconnects again and again;
+    no worker: what the page shows is written straight into PostgreSQL."""
+    web, base = procs.web(threads=16, env={"SWITCHYARD_SSE_KEEPALIVE_SECONDS": "1",
+                                           "SWITCHYARD_STREAM_MAX_SECONDS": "2"})
+    with session_scope(session_factory()) as s:
+        owner_id, token = create_token(s, "grace")
+    return Site(base, token, owner_id, web, None)
 
 
 @pytest.fixture
@@ -124,9 +136,9 @@ def shoot(page: Page, name: str) -> None:
     page.set_viewport_size(DESKTOP)
 
 
-def sign_in(page: Page, site: Site) -> None:
+def sign_in(page: Page, site: Site, token: str | None = None) -> None:
     page.goto(site.base + "/")
-    page.fill("#token", site.token)
+    page.fill("#token", token or site.token)
     page.click("form button[type=submit]")
     expect(page.get_by_role("heading", name="Projects", level=1)).to_be_visible()
 
@@ -216,7 +228,9 @@ def test_sign_in_create_a_project_and_work_in_it_live(site: Site, page: Page) ->
     pg.fetch("UPDATE projects SET settings = settings || %s::jsonb WHERE id = %s",
              (json.dumps({"deploy_hook_url": "http://127.0.0.1:9/deploy"}), project))
     page.click("#launch")
-    card = page.locator("#approvals .approval[data-status=pending]").first
+    # an effect's approval (the packet's last, the phase advance, runs no effect)
+    card = page.locator("#approvals .approval[data-status=pending]", has=page.locator(
+        ".action-type", has_text=re.compile(r"^(email|deploy_hook)$"))).first
     expect(card).to_be_visible(timeout=30_000)
     approval_id = card.get_attribute("data-id")
     stored = {a["id"]: a for a in
@@ -255,8 +269,8 @@ def test_sign_in_create_a_project_and_work_in_it_live(site: Site, page: Page) ->
     expect(page.locator("#chat-log .msg.user").last).to_contain_text("What should we do")
     final = page.locator("#chat-log .msg.assistant[data-final=true]").last
     expect(final).to_be_visible(timeout=30_000)
-    messages = site.api("GET", f"/api/projects/{project}/chat")["items"]
-    reply = messages[-1]
+    messages = site.api("GET", f"/api/projects/{project}/chat")["items"]  # newest first
+    reply = messages[0]
     assert reply["role"] == "assistant" and reply["content"]
     expect(final.locator(".text")).to_have_text(reply["content"])
     streamed = page.evaluate("window.__streamed")
@@ -269,10 +283,25 @@ def test_sign_in_create_a_project_and_work_in_it_live(site: Site, page: Page) ->
 
 def test_monitor_queues_workers_and_failed_jobs(site: Site, page: Page) -> None:
     project = site.project("Operations")
+    # An admin token sees the fleet: every worker, this idle one too.
+    with session_scope(session_factory()) as s:
+        _, admin = create_token(s, "operator", admin=True)
+    sign_in(page, site, admin)
+    page.goto(site.base + "/monitor")
+    expect(page.locator("#monitor")).to_have_attribute("data-scope", "fleet")
+    # (Other tests' in-process worker may be listed and take jobs too: nothing counts on it.)
+    assert site.worker is not None
+    expect(page.locator(f"#workers .worker.alive[data-pid='{site.worker.pid}']")).to_be_visible()
+    # Leave the page first: a poll still in flight would set the admin's cookie back after
+    # the clear (the sign-in then found itself signed in, or its form's CSRF token stale).
+    page.goto("about:blank")
+    page.context.clear_cookies()
+
+    # A tenant sees its own jobs, and a worker only while it runs one of them.
     sign_in(page, site)
     page.goto(site.base + "/monitor")
-    # (Other tests' in-process worker may be listed and take jobs too: nothing counts on it.)
-    expect(page.locator(f"#workers .worker.alive[data-pid='{site.worker.pid}']")).to_be_visible()
+    expect(page.locator("#monitor")).to_have_attribute("data-scope", "owner")
+    expect(page.locator("#workers .empty")).to_be_visible()
     expect(page.locator("#queues .empty")).to_be_visible()
     mark_document(page)
 
@@ -283,6 +312,7 @@ def test_monitor_queues_workers_and_failed_jobs(site: Site, page: Page) -> None:
     depths = []
     wait_for(lambda: depths.append(int(queue.get_attribute("data-depth") or 0)) or
              max(depths) >= 2, 10, "the queue depth to rise")
+    expect(page.locator(f"#workers .worker.alive[data-pid='{site.worker.pid}']")).to_be_visible()
     shoot(page, "monitor-busy")
     expect(queue).to_have_attribute("data-depth", "0", timeout=30_000)
     wait_for(lambda: all(status(j) == "completed" for j in jobs), 30, "the canaries to finish")
@@ -330,3 +360,283 @@ def test_monitor_queues_workers_and_failed_jobs(site: Site, page: Page) -> None:
     page.click("#cancel")
     expect(page.locator("#j-status .badge")).to_have_text("canceled")
     assert status(later) == "canceled"
+
+
+def _feed_ids(page: Page) -> list[int]:
+    return [int(i) for i in page.eval_on_selector_all(
+        "#feed li[data-event-id]", "els => els.map((el) => el.dataset.eventId)")]
+
+
+def test_a_long_history_opens_at_a_recent_window_and_reconnects_send_nothing_twice(
+        short_streams_site: Site, page: Page) -> None:
+    site = short_streams_site
+    project = site.project("Long history")
+    # Given a project with 300 old events, 70 chat messages, and a reply being written
+    pg.fetch("INSERT INTO agent_job_events (project_id, type, message, data, created_at) "
+             "SELECT %s, 'log', 'old event ' || i, '{}', now() - interval '1 hour' "
+             "FROM generate_series(1, 300) AS i", (project,))
+    pg.fetch("INSERT INTO chat_messages (id, project_id, role, content, created_at) "
+             "SELECT gen_random_uuid(), %s, CASE WHEN i %% 2 = 1 THEN 'user' ELSE 'assistant' "
+             "END, 'old message ' || i, now() - interval '1 hour' + i * interval '1 second' "
+             "FROM generate_series(1, 70) AS i", (project,))
+    reply_job, question = str(uuid.uuid4()), str(uuid.uuid4())
+    pg.fetch("INSERT INTO agent_jobs (id, project_id, job_type, status, payload, "
+             "idempotency_key, run_after) VALUES (%s, %s, 'chat.reply', 'queued', "
+             "jsonb_build_object('message_id', %s::text), %s, %s)",
+             (reply_job, project, question, f"chat:{project}:{question}", FUTURE))
+    pg.fetch("INSERT INTO chat_messages (id, project_id, role, content, job_id) "
+             "VALUES (%s, %s, 'user', 'Are we there yet?', %s)", (question, project, reply_job))
+    sign_in(page, site)
+    page.goto(f"{site.base}/projects/{project}")
+    page.evaluate("""() => (window.__states = []) && new MutationObserver(
+        () => window.__states.push(document.querySelector('#live').dataset.state)).observe(
+        document.querySelector('#live'), {attributes: true})""")
+    expect(page.locator("#live")).to_have_attribute("data-state", "live")
+    mark_document(page)
+
+    # Then the feed shows the last 100 events, not the whole history (it showed 200 of 300)
+    expect(page.locator("#feed li[data-event-id]")).to_have_count(100)
+    stored = [r[0] for r in pg.fetch("SELECT id FROM agent_job_events WHERE project_id = %s "
+                                     "ORDER BY id DESC", (project,))]
+    assert _feed_ids(page) == stored[:100]
+    # and "older events" pages back to the first one, newest first, nothing twice
+    for shown in (150, 200, 250, 300):
+        page.click("#feed-older")
+        expect(page.locator("#feed li[data-event-id]")).to_have_count(shown)
+    expect(page.locator("#feed-older")).to_be_hidden()  # the last page said there is no more
+    assert _feed_ids(page) == stored
+
+    # And the chat shows the newest messages, the question and its pending reply last
+    expect(page.locator("#chat-log .msg.user").last).to_contain_text("Are we there yet?")
+    expect(page.locator("#chat-log .msg", has_text="old message 70")).to_be_visible()
+    expect(page.locator("#chat-log .msg", has_text="old message 1")).to_have_count(0)
+    while page.locator("#chat-older").is_visible():
+        page.click("#chat-older")
+        page.wait_for_timeout(200)
+    texts = page.locator("#chat-log .msg .text").all_inner_texts()
+    assert [t for t in texts if t.startswith("old message")] == [
+        f"old message {i}" for i in range(1, 71)]
+
+    # When the reply streams in across reconnects (each stream ends after 2 s)
+    def delta(text: str) -> None:
+        pg.fetch("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
+                 "VALUES (%s, %s, 'delta', %s, jsonb_build_object('text', %s::text))",
+                 (reply_job, project, text, text))
+
+    bubble = page.locator(f"#chat-log .msg.streaming[data-job-id='{reply_job}'] .text")
+    delta("Almost ")
+    expect(bubble).to_have_text("Almost ")
+    page.wait_for_timeout(6000)
+    delta("there.")
+    expect(bubble).to_have_text("Almost there.")
+    page.wait_for_timeout(6000)
+
+    # Then it reads once, the feed holds every event once, and the page never reloaded
+    expect(bubble).to_have_text("Almost there.")
+    states = page.evaluate("window.__states")
+    assert states.count("connecting") >= 2 and states[-1] == "live", states
+    ids = _feed_ids(page)
+    assert len(ids) == len(set(ids)) == 300
+    assert_same_document(page)
+    shoot(page, "project-long-history")
+
+    # And a job's page opens at its last 200 events too, the rest a page away
+    pg.fetch("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
+             "SELECT %s, %s, 'log', 'job log ' || i, '{}' FROM generate_series(1, 250) AS i",
+             (reply_job, project))
+    page.goto(f"{site.base}/jobs/{reply_job}")
+    events = page.locator("#events li[data-event-id]")
+    expect(events).to_have_count(200)
+    page.click("#events-older")
+    expect(events).to_have_count(252)  # and its two deltas
+    expect(page.locator("#events-older")).to_be_hidden()
+    ids = [int(i) for i in page.eval_on_selector_all(
+        "#events li[data-event-id]", "els => els.map((el) => el.dataset.eventId)")]
+    assert ids == sorted(ids) and len(set(ids)) == 252
+
+
+def test_the_packet_its_cost_and_an_unknown_effect_are_on_the_pages(site: Site, page: Page) -> None:
+    # Given a project whose launch wrote a packet (the offline model proposes a deploy, the
+    # project having a hook), one of its calls priced by hand (the offline model is free)
+    project = site.project("Moonshot")
+    site.api("PATCH", f"/api/projects/{project}",
+             {"settings": {"deploy_hook_url": "https://hooks.example.test/deploy"}})
+    job_id = site.api("POST", f"/api/projects/{project}/launch", {})["job_id"]
+    wait_for(lambda: status(job_id) in ("completed", "failed"), 30, "the packet job")
+    assert status(job_id) == "completed"
+    research = pg.fetch_value("SELECT seq FROM job_steps WHERE job_id = %s AND name = 'research'",
+                              (job_id,))
+    pg.fetch("INSERT INTO llm_usage (project_id, job_id, step_seq, provider, model, input_tokens, "
+             "output_tokens, cost_usd) VALUES (%s, %s, %s, 'anthropic', 'claude-sonnet-4', "
+             "1000, 200, 0.006)", (project, job_id, research))
+    (packet,) = site.api("GET", f"/api/projects/{project}/packets")["items"]
+
+    # Then the project page shows the packet: title, summary, insights, actions and approvals
+    sign_in(page, site)
+    page.goto(f"{site.base}/projects/{project}")
+    card = page.locator(f"#packets .packet[data-id='{packet['id']}']")
+    expect(card.locator(".packet-title")).to_have_text(packet["title"])
+    expect(card.locator(".summary")).to_have_text(packet["summary"])
+    expect(card.locator(".insights li")).to_have_count(len(packet["insights"]))
+    actions = card.locator(".packet-action")
+    expect(actions).to_have_count(len(packet["actions"]))
+    expect(card.locator(".packet-action[data-type=deploy_hook]")).to_have_attribute(
+        "data-approval-status", "pending")
+    shoot(page, "project-packet")
+
+    # When the deploy is approved, its action in the packet says so, live
+    deploy = next(a for a in packet["actions"] if a["type"] == "deploy_hook")
+    approval = page.locator(f"#approvals .approval[data-id='{deploy['approval']['id']}']")
+    approval.locator("button.approve").click()
+    expect(card.locator(".packet-action[data-type=deploy_hook]")).to_have_attribute(
+        "data-approval-status", "approved")
+
+    # And the job page shows the tokens and cost of each step and in total
+    usage = site.api("GET", f"/api/jobs/{job_id}/llm-usage")
+    page.goto(f"{site.base}/jobs/{job_id}")
+    table = page.locator("#llm-usage table.usage")
+    expect(table.locator("tbody tr")).to_have_count(len(usage["steps"]))
+    row = table.locator(f"tbody tr[data-seq='{research}']")
+    step = next(s for s in usage["steps"] if s["seq"] == research)
+    expect(row.locator(".tokens")).to_have_text(str(step["input_tokens"] + step["output_tokens"]))
+    expect(row.locator(".cost")).to_have_text("$0.0060")
+    total = usage["total"]
+    expect(table.locator("tr.total .tokens")).to_have_text(
+        str(total["input_tokens"] + total["output_tokens"]))
+    expect(table.locator("tr.total .calls")).to_have_text(str(total["calls"]))
+    shoot(page, "job-usage")
+
+    # Given an effect of the approved deploy whose outcome nobody knows (the kill -9 that leaves
+    # one is in tests/e2e/test_unknown_effects_e2e.py)
+    execution = site.api("GET", f"/api/inbox?project_id={project}&status=approved")["items"][0]
+    wait_for(lambda: status(execution["execution_job_id"]) in ("completed", "failed"), 30,
+             "the execution")
+    pg.fetch("DELETE FROM action_executions WHERE approval_id = %s", (execution["id"],))
+    effect_id = str(uuid.uuid4())
+    pg.fetch("INSERT INTO action_executions (id, idempotency_key, project_id, approval_id, "
+             "job_id, action_type, args, status, error, completed_at) VALUES (%s, %s, %s, %s, "
+             "%s, 'deploy_hook', %s::jsonb, 'unknown', 'the hook cannot be asked', now())",
+             (effect_id, f"approval:{execution['id']}", project, execution["id"],
+              execution["execution_job_id"], json.dumps(execution["action_args"])))
+
+    # Then the inbox shows it as unknown, with the two resolve buttons; resolving it is kept
+    page.goto(f"{site.base}/projects/{project}")
+    effect = page.locator(f"#effects-unknown .effect[data-id='{effect_id}']")
+    expect(effect.locator(".badge")).to_have_text("unknown — check with the provider")
+    expect(effect.locator("button.resolve-succeeded")).to_have_text("Resolve succeeded")
+    expect(effect.locator("button.resolve-failed")).to_have_text("Resolve failed")
+    shoot(page, "project-unknown-effect")
+    effect.locator("input.note").fill("nothing in the hook's dashboard")
+    effect.locator("button.resolve-failed").click()
+    expect(page.locator("#effects-unknown .effect")).to_have_count(0)
+    resolved = page.locator(f"#effects .effect[data-id='{effect_id}']")
+    expect(resolved).to_have_attribute("data-status", "failed")
+    expect(resolved.locator(".resolution")).to_contain_text("nothing in the hook's dashboard")
+    assert pg.fetch_value("SELECT status FROM action_executions WHERE id = %s",
+                          (effect_id,)) == "failed"
+
+
+def test_a_job_created_through_the_api_appears_in_the_open_jobs_table_and_follows_live(
+        site: Site, page: Page) -> None:
+    project = site.project("Live jobs")
+    # Given a full first page (50 jobs, the page's limit) that never runs
+    parked = [site.job(project, {"steps": 1}, run_after=FUTURE) for _ in range(50)]
+    sign_in(page, site)
+    fetched: list[str] = []
+    page.on("request", lambda r: fetched.append(r.url) if "/api/jobs/" in r.url else None)
+    page.goto(f"{site.base}/projects/{project}")
+    expect(page.locator("#live")).to_have_attribute("data-state", "live")
+    rows = page.locator("#jobs tbody tr[data-job-id]")
+    expect(rows).to_have_count(50)
+    expect(rows.first).to_have_attribute("data-job-id", parked[-1])
+    expect(rows.first).to_have_attribute("data-status", "queued")
+    mark_document(page)
+
+    # When a job is created through the API, not the page
+    job_id = site.job(project, {"steps": 3, "step_seconds": 0.4})
+
+    # Then its row is at the top within a second or two, and its status follows it to the end
+    row = page.locator(f"#jobs tr[data-job-id='{job_id}']")
+    expect(row).to_be_visible(timeout=2_000)
+    expect(rows.first).to_have_attribute("data-job-id", job_id)
+    expect(row).to_have_attribute("data-status", "completed", timeout=15_000)
+    expect(row.locator(".badge")).to_have_text("completed")
+    # and the table keeps its bound, each job once, the newest first
+    expect(rows).to_have_count(50)
+    ids = rows.evaluate_all("els => els.map((el) => el.dataset.jobId)")
+    assert ids == [job_id, *reversed(parked)][:50], ids[:3]
+    # (the listed jobs' replayed events are what the list showed: no GET for them)
+    assert fetched and all(u.endswith(job_id) for u in fetched), fetched
+
+    # When a listed job and the one pushed off the page change status
+    site.api("POST", f"/api/jobs/{parked[1]}/cancel")
+    site.api("POST", f"/api/jobs/{parked[0]}/cancel")
+    canceled_event = f"#feed .ev-status[data-status=canceled] a[title='{parked[0]}']"
+    expect(page.locator(canceled_event)).to_be_visible()
+    page.wait_for_timeout(1000)
+    # Then the listed row follows, and the older one stays off: it belongs on a later page
+    expect(page.locator(f"#jobs tr[data-job-id='{parked[1]}']")).to_have_attribute(
+        "data-status", "canceled")
+    expect(page.locator(f"#jobs tr[data-job-id='{parked[0]}']")).to_have_count(0)
+    assert rows.evaluate_all("els => els.map((el) => el.dataset.jobId)") == ids
+    assert_same_document(page)
+
+
+def test_a_report_and_a_page_check_asked_for_on_the_project_page_show_their_files(
+        site: Site, page: Page) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tests.support.landing_pages import GOOD
+
+    class Landing(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            data = GOOD.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Landing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    landing = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        project = site.project("Harbour")
+        sign_in(page, site)
+        page.goto(f"{site.base}/projects/{project}")
+        # When a report and a page check are asked for with the page's forms
+        page.fill("#report-form input[name=topic]", "Tide-aware scheduling")
+        page.select_option("#report-form select[name=format]", "pdf")
+        page.click("#report-form button[type=submit]")
+        page.fill("#check-form input[name=url]", landing)
+        page.click("#check-form button[type=submit]")
+        # Then their files appear in the panel, live: the PDF with its first page as an image,
+        # and the screenshots as images
+        files = page.locator("#artifacts .artifact")
+        expect(files).to_have_count(4, timeout=90_000)
+        expect(page.locator("#artifacts a[download='report.pdf']")).to_be_visible()
+        thumbs = page.locator("#artifacts img.thumb")
+        expect(thumbs).to_have_count(3)
+        page.wait_for_function("() => [...document.querySelectorAll('#artifacts img.thumb')]"
+                               ".every((i) => i.complete && i.naturalWidth > 0)")
+        shoot(page, "project-files")
+        # and the check's job page shows each verdict with its screenshot
+        check_job = next(a["job_id"] for a in site.api(
+            "GET", f"/api/projects/{project}/artifacts")["items"] if a["kind"] == "screenshot")
+        page.goto(f"{site.base}/jobs/{check_job}")
+        rows = page.locator("#job-files .check-results tr[data-check]")
+        expect(rows).to_have_count(4, timeout=15_000)
+        expect(page.locator("#job-files tr[data-check=meta_tags]")).to_have_attribute(
+            "data-ok", "true")
+        shot = page.locator("#job-files tr[data-check=screenshot] img.thumb")
+        expect(shot).to_be_visible()
+        page.wait_for_function("() => document.querySelector("
+                               "'#job-files tr[data-check=screenshot] img.thumb').naturalWidth"
+                               " === 1280")
+        shoot(page, "job-check-results")
+    finally:
+        server.shutdown()

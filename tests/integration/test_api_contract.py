@@ -8,6 +8,7 @@ could touch are compared before and after.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from app.tokens import create_token, revoke_token
 from app.web import MAX_BODY_BYTES, create_app
 from models.db import session_scope
 from tasks import pg
+from tasks.settings import SettingsError, get_settings
 from tests.conftest import wait_until
 from tests.integration.jobdb import status_history
 
@@ -176,6 +178,43 @@ def test_a_bad_body_is_refused_with_the_documented_error_and_writes_nothing(
     assert counts() == before
 
 
+HUGE = "1" + "0" * 5000  # more digits than Python (or any double) takes in
+UNSTORABLE_NUMBERS = [
+    # (url, raw body, the field named), reason
+    pytest.param(PROJECTS, '{"name": "x", "settings": {"llm_daily_usd_budget": Infinity}}',
+                 "settings.llm_daily_usd_budget", id="infinity-in-a-setting"),
+    pytest.param(PROJECTS, '{"name": "x", "settings": {"llm_daily_usd_budget": 1e999}}',
+                 "settings.llm_daily_usd_budget", id="overflowing-exponent"),
+    pytest.param(PROJECTS, '{"name": "x", "settings": {"caps": {"email_per_day": NaN}}}',
+                 "settings.caps.email_per_day", id="nan-nested"),
+    pytest.param(JOBS, '{"job_type": "system.canary", "payload": {"step_seconds": NaN}}',
+                 "payload.step_seconds", id="nan-in-a-payload"),
+    pytest.param(JOBS, '{"job_type": "system.canary", "payload": {"x": [1, -Infinity]}}',
+                 "payload.x.1", id="minus-infinity-in-a-list"),
+    pytest.param(JOBS, '{"job_type": "system.canary", "payload": {"steps": ' + HUGE + "}}",
+                 "payload.steps", id="integer-of-5000-digits"),
+    pytest.param(JOBS, '{"job_type": "system.canary", "priority": NaN}', "priority",
+                 id="nan-for-an-integer"),
+    pytest.param("/api/projects/{pid}/launch", '{"revision_guidance": "x", "y": Infinity}',
+                 "y", id="launch"),
+    pytest.param(PROJECTS + "/{pid}", '{"settings": {"llm_daily_usd_budget": -1e400}}',
+                 "settings.llm_daily_usd_budget", id="patch"),
+]
+
+
+@pytest.mark.parametrize(("url", "raw", "field"), UNSTORABLE_NUMBERS)
+def test_a_number_postgresql_cannot_store_is_a_422_naming_where(alice, url, raw, field):
+    before = counts()
+
+    r = alice.client.open(url.format(pid=alice.project),
+                          method="PATCH" if url.endswith("{pid}") else "POST",
+                          data=raw, content_type="application/json", headers=alice.headers())
+
+    error = assert_error(r, 422, "validation_error", field)
+    assert field in error["details"]["fields"], error
+    assert counts() == before
+
+
 def test_a_validation_error_lists_every_bad_field(alice):
     r = alice.post(JOBS.format(pid=alice.project),
                    {"job_type": 1, "priority": "x", "extra": True})
@@ -194,6 +233,7 @@ def test_a_body_over_one_mib_is_refused_before_it_is_read(alice, url):
     r = alice.post(url.format(pid=alice.project), raw=big)
 
     assert_error(r, 413, "payload_too_large", "1 MiB")
+    assert r.headers.get("Connection") == "close", "the unread body ends the connection"
     assert counts() == before
 
 
@@ -203,7 +243,19 @@ def test_content_length_alone_decides_too_large(alice):
     r = alice.post(PROJECTS, raw=b'{"name": "x"}',
                    environ_overrides={"CONTENT_LENGTH": str(MAX_BODY_BYTES + 1)})
     assert_error(r, 413, "payload_too_large")
+    assert r.headers.get("Connection") == "close"
     assert counts() == before
+
+
+def test_only_an_answer_that_leaves_the_body_unread_closes_the_connection(client, alice):
+    body = json.dumps({"name": "x" * 100}).encode()
+    read = alice.post(PROJECTS, raw=body)
+    unread = client.post(PROJECTS, data=body, content_type="application/json",
+                         headers={"Authorization": "Bearer not-a-token"})
+    no_body = client.get(PROJECTS, headers={"Authorization": "Bearer not-a-token"})
+    assert read.status_code == 201 and "Connection" not in read.headers
+    assert unread.status_code == 401 and unread.headers.get("Connection") == "close"
+    assert no_body.status_code == 401 and "Connection" not in no_body.headers
 
 
 def test_a_body_of_exactly_one_mib_is_accepted(alice):
@@ -508,3 +560,94 @@ def test_a_token_over_its_rate_limit_gets_429_with_retry_after(monkeypatch, alic
     # A bad token is refused as unauthorized before it can spend anyone's bucket.
     assert_error(alice.client.get(PROJECTS, headers={"Authorization": "Bearer nope"}),
                  401, "unauthorized")
+
+
+def test_failed_authentications_are_limited_per_client_address(monkeypatch, client, alice,
+                                                                bob):
+    # Three failures per address, then one every 10 s.
+    tight = RateLimiter(rate=0.1, burst=3)
+    monkeypatch.setattr(auth, "failure_limiter", lambda: tight)
+    attacker, elsewhere = {"REMOTE_ADDR": "203.0.113.7"}, {"REMOTE_ADDR": "198.51.100.2"}
+    assert alice.get(PROJECTS, environ_overrides=attacker).status_code == 200  # at work there
+    carol = _caller(client, "carol")  # a token this process has not seen yet
+
+    # Given three wrong tokens from one address
+    for n in range(3):
+        assert_error(client.get(PROJECTS, headers={"Authorization": f"Bearer guess-{n}"},
+                                environ_overrides=attacker), 401, "unauthorized")
+    # When it tries again, over the API or the sign-in form
+    refused = client.get(PROJECTS, headers={"Authorization": "Bearer guess-3"},
+                         environ_overrides=attacker)
+    form = client.get("/", environ_overrides=attacker).get_data(as_text=True)
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form)
+    assert csrf, form
+    page = client.post("/signin", data={"csrf": csrf.group(1), "token": "guess-4"},
+                       environ_overrides=attacker)
+
+    # Then it is told to wait, in the contract's error format, and nothing is looked up
+    error = assert_error(refused, 429, "auth_rate_limited")
+    assert 9 < error["details"]["retry_after_seconds"] <= 10
+    assert refused.headers["Retry-After"] == "10"
+    assert page.status_code == 429 and page.headers["Retry-After"] == "10"
+    # and valid tokens are not slowed: one already at work at this address, any elsewhere
+    assert alice.get(PROJECTS, environ_overrides=attacker).status_code == 200
+    assert bob.get(PROJECTS, environ_overrides=elsewhere).status_code == 200
+    assert carol.get(PROJECTS, environ_overrides=elsewhere).status_code == 200
+    # while another address's failures are its own
+    assert_error(client.get(PROJECTS, headers={"Authorization": "Bearer guess-5"},
+                            environ_overrides=elsewhere), 401, "unauthorized")
+
+
+def test_failures_from_one_ipv6_64_count_together(monkeypatch, client) -> None:
+    """One host holds a whole /64: an address per guess must not mean a fresh bucket."""
+    tight = RateLimiter(rate=0.1, burst=3)
+    monkeypatch.setattr(auth, "failure_limiter", lambda: tight)
+    for n in range(3):
+        assert_error(client.get(PROJECTS, headers={"Authorization": f"Bearer guess-{n}"},
+                                environ_overrides={"REMOTE_ADDR": f"2001:db8:1:2::{n + 1}"}),
+                     401, "unauthorized")
+    refused = client.get(PROJECTS, headers={"Authorization": "Bearer guess-3"},
+                         environ_overrides={"REMOTE_ADDR": "2001:db8:1:2:ffff::9"})
+    assert_error(refused, 429, "auth_rate_limited")
+    other_net = client.get(PROJECTS, headers={"Authorization": "Bearer guess-4"},
+                           environ_overrides={"REMOTE_ADDR": "2001:db8:1:3::1"})
+    assert_error(other_net, 401, "unauthorized")
+
+
+def test_behind_trusted_proxies_the_forwarded_client_is_limited(monkeypatch) -> None:
+    """Behind a proxy every peer address is the proxy's: with SWITCHYARD_TRUSTED_PROXIES the
+    client the proxy names is limited, and one guesser does not lock everyone out."""
+    monkeypatch.setenv("SWITCHYARD_TRUSTED_PROXIES", "1")
+    get_settings.cache_clear()
+    try:
+        proxied = create_app().test_client()
+        tight = RateLimiter(rate=0.1, burst=2)
+        monkeypatch.setattr(auth, "failure_limiter", lambda: tight)
+        proxy = {"REMOTE_ADDR": "10.0.0.5"}
+        for n in range(2):
+            proxied.get(PROJECTS, headers={"Authorization": f"Bearer guess-{n}",
+                                           "X-Forwarded-For": "203.0.113.7"},
+                        environ_overrides=proxy)
+        guesser = proxied.get(PROJECTS, headers={"Authorization": "Bearer guess-2",
+                                                 "X-Forwarded-For": "203.0.113.7"},
+                              environ_overrides=proxy)
+        someone = proxied.get(PROJECTS, headers={"Authorization": "Bearer typo",
+                                                 "X-Forwarded-For": "198.51.100.9"},
+                              environ_overrides=proxy)
+        assert_error(guesser, 429, "auth_rate_limited")
+        assert_error(someone, 401, "unauthorized")
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+
+
+@pytest.mark.parametrize("name", ["SWITCHYARD_SECRET_KEY", "SWITCHYARD_METRICS_TOKEN"])
+def test_a_short_secret_setting_is_refused_at_start(monkeypatch, name) -> None:
+    monkeypatch.setenv(name, "too-short")
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(SettingsError, match=f"{name} must be at least 32"):
+            get_settings()
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()

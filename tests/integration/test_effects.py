@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -15,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from tasks import pg
+from tasks import keystore, pg
 from tasks.effects import ledger, outbox
 from tasks.effects.adapters import ADAPTERS
-from tasks.effects.adapters.base import Adapter, ProviderResult
+from tasks.effects.adapters.base import Adapter, Credentials, ProviderResult
+from tasks.effects.adapters.deploy_hook import signature
 from tasks.effects.adapters.email import message_id
 from tasks.effects.policy import CapReached, NotPermitted, Policy, policy_for
 from tasks.errors import PermanentError, RetryableError
@@ -54,7 +56,9 @@ def fakes(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> It
             SWITCHYARD_GITHUB_API_URL=http.url, SWITCHYARD_GITHUB_TOKEN=http.github_token,
             SWITCHYARD_ADS_API_URL=http.url, SWITCHYARD_ADS_API_KEY=ADS_KEY,
             SWITCHYARD_RESEND_BASE_URL=http.url, SWITCHYARD_RESEND_API_KEY="",
-            SWITCHYARD_EMAIL_FROM="Switchyard <ops@example.test>")
+            SWITCHYARD_EMAIL_FROM="Switchyard <ops@example.test>",
+            # These tests are about the operator's providers: its credentials stand in.
+            SWITCHYARD_SHARED_CREDENTIALS="email,github_dispatch,ad_campaign")
     yield Fakes(http, smtp)
     monkeypatch.undo()
     get_settings.cache_clear()
@@ -99,12 +103,12 @@ def crash_after_call(monkeypatch: pytest.MonkeyPatch, action_type: str) -> Calla
     Returns what puts the real adapter back (the next worker's run)."""
     real = ADAPTERS[action_type]
 
-    def call_then_crash(key: str, args: dict[str, Any]) -> ProviderResult:
-        real.call(key, args)
+    def call_then_crash(key: str, args: dict[str, Any], creds: Credentials) -> ProviderResult:
+        real.call(key, args, creds)
         raise SimulatedCrash()
 
     monkeypatch.setitem(ADAPTERS, action_type, Adapter(action_type, call_then_crash,
-                                                       real.reconcile))
+                                                       real.reconcile, real.secrets))
     return lambda: monkeypatch.setitem(ADAPTERS, action_type, real)
 
 
@@ -387,10 +391,27 @@ def test_the_call_goes_to_the_address_that_was_checked(project, fakes, monkeypat
 def test_an_answer_is_read_up_to_its_cap(project, fakes):
     fakes.http.script("POST", "/deploy/site", 200, {"id": "dep_big", "log": "x" * 300_000})
     outcome = deploy(fakes.http, project)
-    # 64 KiB of a 300 KB answer were read: not JSON any more, so kept as bounded text
+    # 64 KiB of a 300 KB answer were read: not JSON any more, so kept as a bounded summary
     assert outcome.status == "succeeded"
-    body = ledger_rows(project)[0]["response"]["body"]
-    assert isinstance(body, str) and len(body) <= 4000
+    summary = ledger_rows(project)[0]["response"]["summary"]
+    assert isinstance(summary, str) and len(summary) <= 200
+
+
+def test_a_tenant_chosen_server_is_only_summarised_back(project, fakes):
+    """Whatever a hook URL answers is the tenant's to read: never more than a short,
+    printable summary, so the worker cannot be used to read internal pages."""
+    page = "root:x:0:0:root:/root:/bin/bash\n\x1b[31m" + "internal " * 2000
+    fakes.http.script("POST", "/deploy/site", 500, page)
+
+    outcome = deploy(fakes.http, project, status_url=False)
+
+    assert outcome.status == "unknown"
+    [row] = ledger_rows(project)
+    assert "body" not in row["response"]
+    summary = row["response"]["summary"]
+    assert summary.startswith("root:x:0:0") and len(summary) <= 200
+    assert summary.isprintable() and "\x1b" not in summary
+    assert len(row["error"]) < 300 and "\n" not in row["error"]
 
 
 def test_github_dispatch_posts_the_event_with_the_token(project, fakes):
@@ -601,3 +622,146 @@ def test_an_outbox_email_the_project_may_not_send_fails(project, fakes):
                                  (email_id,))
     assert status == "failed" and "permissions.email" in error
     assert fakes.smtp.messages == []
+
+
+# --- the operator's policy over the project's -------------------------------------------
+
+
+def test_an_effect_the_operator_forbids_is_refused_whatever_the_project_says(
+        project, fakes, monkeypatch):
+    # Given a project that enabled GitHub dispatches before the operator forbade them
+    set_project_settings(project, {"permissions": {"github_dispatch": True}})
+    set_env(monkeypatch, SWITCHYARD_EFFECTS_ALLOWED="email,deploy_hook")
+
+    with pytest.raises(NotPermitted, match=r"operator.*SWITCHYARD_EFFECTS_ALLOWED"):
+        ledger.perform(project_id=project, action_type="github_dispatch",
+                       idempotency_key="gh:1",
+                       args={"owner": "acme", "repo": "site", "event_type": "deploy"})
+
+    assert fakes.http.posts() == [] and ledger_rows(project) == []
+
+
+def test_the_operators_ceiling_caps_a_projects_higher_daily_cap(project, fakes, monkeypatch):
+    set_project_settings(project, {"caps": {"email_per_day": 50}})
+    set_env(monkeypatch, SWITCHYARD_EFFECT_CAP_CEILINGS="email=2")
+
+    send_email(project, key="mail:1")
+    send_email(project, key="mail:2")
+    with pytest.raises(CapReached):
+        send_email(project, key="mail:3")
+
+    assert len(fakes.smtp.messages) == 2
+
+
+# --- the project's own credentials --------------------------------------------------------
+
+
+def test_github_dispatch_uses_the_projects_own_token(project, fakes, monkeypatch):
+    set_project_settings(project, {"permissions": {"github_dispatch": True}})
+    keystore.put(project, "github_token", "ghp-project-own-token-42")
+    fakes.http.github_token = "ghp-project-own-token-42"  # GitHub knows the project's token
+
+    outcome = ledger.perform(
+        project_id=project, action_type="github_dispatch", idempotency_key="gh:own",
+        args={"owner": "acme", "repo": "site", "event_type": "deploy"})
+
+    assert outcome.status == "succeeded"
+    [post] = fakes.http.posts("/repos/acme/site/dispatches")
+    assert post.authorization == "Bearer ghp-project-own-token-42"
+
+
+def test_the_operators_token_is_not_lent_unless_the_operator_shares_it(project, fakes,
+                                                                        monkeypatch):
+    set_project_settings(project, {"permissions": {"github_dispatch": True}})
+    set_env(monkeypatch, SWITCHYARD_SHARED_CREDENTIALS="email")
+
+    with pytest.raises(PermanentError, match="github_token"):
+        ledger.perform(project_id=project, action_type="github_dispatch",
+                       idempotency_key="gh:borrow",
+                       args={"owner": "anyone", "repo": "anything", "event_type": "deploy"})
+
+    assert fakes.http.posts() == [] and ledger_rows(project) == []
+
+
+def test_email_without_a_shared_transport_needs_the_projects_own_key(project, fakes,
+                                                                     monkeypatch):
+    set_env(monkeypatch, SWITCHYARD_SHARED_CREDENTIALS="")
+    with pytest.raises(PermanentError, match="resend_api_key"):
+        send_email(project)
+    assert fakes.smtp.messages == []
+
+    keystore.put(project, "resend_api_key", "re_project_key_0123456789")
+    fakes.http.script("POST", "/emails", 200, {"id": "em_own", "echo": "{authorization}"})
+    outcome = send_email(project, key="mail:own")
+
+    assert outcome.status == "succeeded" and fakes.smtp.messages == []
+    [post] = fakes.http.posts("/emails")
+    assert post.authorization == "Bearer re_project_key_0123456789"
+    stored = json.dumps(ledger_rows(project))
+    assert "re_project_key_0123456789" not in stored and "[redacted]" in stored
+
+
+def test_a_deploy_hook_call_is_signed_with_the_projects_secret(project, fakes):
+    keystore.put(project, "deploy_hook_secret", "whsec-project-77")
+
+    deploy(fakes.http, project)
+
+    [post] = fakes.http.posts("/deploy/site")
+    assert post.signature is not None
+    stamp = int(post.signature.split(",")[0].removeprefix("t="))
+    assert post.signature == signature("whsec-project-77", stamp, "approval:1", post.raw)
+    assert abs(stamp - time.time()) < 60
+    assert json.loads(post.raw) == {"ref": "main"}
+
+
+def test_a_credential_that_cannot_be_read_leaves_no_intent_behind(project, fakes, monkeypatch):
+    """Read before the intent: an intent with no call made would later pass for a crash
+    mid-call and be marked unknown, blocking the action and counting towards the cap."""
+    def unreadable(*_: object) -> dict[str, str]:
+        raise keystore.SecretUnreadable("sealed under another key")
+
+    monkeypatch.setattr(keystore, "read", unreadable)
+    with pytest.raises(keystore.SecretUnreadable):
+        deploy(fakes.http, project, status_url=False)
+    assert ledger_rows(project) == [] and fakes.http.posts() == []
+
+    monkeypatch.undo()
+    assert deploy(fakes.http, project, status_url=False).status == "succeeded"
+    assert len(fakes.http.posts("/deploy/site")) == 1
+
+
+def test_a_server_trickling_its_answer_holds_the_worker_no_longer_than_its_deadline(
+        project, fakes, monkeypatch):
+    """httpx's timeout is per read: one byte every 0.3 s would keep a 1 s timeout happy
+    for 64 KiB (five hours). The answer's status counts; its body is read for 2 s at most."""
+    import socket
+    import threading
+
+    set_env(monkeypatch, SWITCHYARD_EFFECT_TIMEOUT_SECONDS="1")
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+            while not stop.is_set():
+                try:
+                    conn.sendall(b"x")
+                except OSError:
+                    return
+                time.sleep(0.3)
+
+    threading.Thread(target=trickle, daemon=True).start()
+    started = time.monotonic()
+    try:
+        outcome = ledger.perform(project_id=project, action_type="deploy_hook",
+                                 idempotency_key="approval:trickle",
+                                 args={"url": f"http://127.0.0.1:{port}/hook"})
+    finally:
+        stop.set()
+        listener.close()
+    assert time.monotonic() - started < 5
+    assert outcome.status == "succeeded"

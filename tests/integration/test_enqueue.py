@@ -80,6 +80,10 @@ def test_enqueue_stores_defaults_and_options(project):
                      id="max_attempts below 1"),
         pytest.param({"concurrency_limit": 0}, InvalidPayload, "concurrency_limit",
                      id="concurrency_limit below 1"),
+        pytest.param({"job_type": "test.sleeper", "payload": {"seconds": float("nan")}},
+                     InvalidPayload, "payload", id="a NaN jsonb cannot store (from a spawn)"),
+        pytest.param({"job_type": "test.sleeper", "payload": {"seconds": float("inf")}},
+                     InvalidPayload, "payload", id="an infinity jsonb cannot store"),
     ],
 )
 def test_enqueue_rejects_bad_requests_and_writes_nothing(project, req, error, match):

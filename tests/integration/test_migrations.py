@@ -16,6 +16,7 @@ from app.embedded import scratch_database
 from app.migrations import alembic_config
 from app.migrations import upgrade as migrate
 from models import Base
+from models.schema import managed_by_migrations
 from tasks.settings import sqlalchemy_url
 
 
@@ -31,8 +32,10 @@ def _diff(url: str) -> list:
     engine = create_engine(sqlalchemy_url(url))
     try:
         with engine.connect() as conn:
-            ctx = MigrationContext.configure(conn, opts={"compare_type": True,
-                                                         "compare_server_default": True})
+            ctx = MigrationContext.configure(conn, opts={
+                "compare_type": True, "compare_server_default": True,
+                "include_name": lambda name, type_, _: (type_ != "table"
+                                                        or managed_by_migrations(name))})
             return compare_metadata(ctx, Base.metadata)
     finally:
         engine.dispose()
@@ -41,7 +44,7 @@ def _diff(url: str) -> list:
 def _tables(url: str) -> set[str]:
     engine = create_engine(sqlalchemy_url(url))
     try:
-        return set(inspect(engine).get_table_names())
+        return {t for t in inspect(engine).get_table_names() if managed_by_migrations(t)}
     finally:
         engine.dispose()
 

@@ -7,6 +7,7 @@ that breaks its schema fails. The streams never end, so they are checked by hand
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import re
@@ -43,6 +44,8 @@ class World:
     foreign_project: str  # another owner's: must answer 404
     foreign_job: str
     approvals: tuple[str, str]  # the owner's pending one, a stranger's
+    effects: tuple[str, str]  # the owner's unknown one, a stranger's
+    artifacts: tuple[str, str]  # the owner's (an HTML page: an attachment), a stranger's
     turns: Iterator[int] = field(default_factory=itertools.count)
 
     @property
@@ -55,20 +58,23 @@ class World:
 # Authorization header is pointless.
 GENERATION = {"max-examples": MAX_EXAMPLES, "deterministic": True, "mode": "all",
               "database": "none", "with-security-parameters": False}
+OPERATIONS = [{
+    # The `before` cursor is opaque: a well-formed string that is no cursor is a 400.
+    "include-operation-id": "list_jobs",
+    "checks": {"positive_data_acceptance": {
+        "expected-statuses": ["2xx", "400", "401", "404", "429"]}},
+}, {
+    "include-operation-id": "list_chat",  # its `before` is opaque too
+    "checks": {"positive_data_acceptance": {
+        "expected-statuses": ["2xx", "400", "401", "404", "429"]}},
+}, {
+    # Unknown query parameters are ignored, as HTTP servers do; bodies refuse extra keys.
+    "include-method": "GET",
+    "generation": {**GENERATION, "allow-extra-parameters": False},
+}]
 CONFIG = schemathesis.Config.from_dict({
-    "generation": GENERATION,
-    "phases": {"stateful": {"enabled": False}},
-    "operations": [{
-        # The `before` cursor is opaque: a well-formed string that is no cursor is a 400.
-        "include-operation-id": "list_jobs",
-        "checks": {"positive_data_acceptance": {
-            "expected-statuses": ["2xx", "400", "401", "404", "429"]}},
-    }, {
-        # Unknown query parameters are ignored, as HTTP servers do; bodies refuse extra keys.
-        "include-method": "GET",
-        "generation": {**GENERATION, "allow-extra-parameters": False},
-    }],
-})
+    "generation": GENERATION, "phases": {"stateful": {"enabled": False}},
+    "operations": OPERATIONS})
 APP = create_app()
 schema = schemathesis.openapi.from_wsgi("/api/openapi.json", APP, config=CONFIG).exclude(
     operation_id=["project_events", "job_events"])  # streams never end; checked by hand below
@@ -99,6 +105,28 @@ def _job(project: str, status: str = "queued") -> str:
     return job_id
 
 
+def _effect(project: str) -> str:
+    effect_id = str(uuid.uuid4())
+    pg.fetch("INSERT INTO action_executions (id, idempotency_key, project_id, action_type, args, "
+             "status) VALUES (%s, %s, %s, 'deploy_hook', '{}', 'unknown')",
+             (effect_id, f"k:{effect_id}", project))
+    return effect_id
+
+
+def _artifact(project: str, job_id: str) -> str:
+    from tasks.artifact_store import storage_key, store
+
+    data = f"<h1>{project}</h1>".encode()
+    key = storage_key(project, hashlib.sha256(data).hexdigest())
+    store().put(key, data, "text/html")
+    artifact_id = str(uuid.uuid4())
+    pg.fetch("INSERT INTO artifacts (id, project_id, job_id, step_seq, step_name, kind, name, "
+             "content_type, size, sha256, storage_key) VALUES (%s, %s, %s, 1, 'artifact:p.html', "
+             "'page', 'p.html', 'text/html', %s, %s, %s)",
+             (artifact_id, project, job_id, len(data), key.rsplit("/", 1)[1], key))
+    return artifact_id
+
+
 def _approval(project: str) -> str:
     approval_id = str(uuid.uuid4())
     pg.fetch("INSERT INTO approvals (id, project_id, action_type, title, action_args, args_hash) "
@@ -122,7 +150,10 @@ def world(owner_and_project: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -
              "SELECT %s, id, 'theirs' FROM owners WHERE name = 'stranger'", (foreign,))
     jobs = (_job(project), _job(project, "failed"), _job(project, "completed"))
     approvals = (_approval(project), _approval(foreign))
-    yield World(token, project, jobs, foreign, _job(foreign), approvals)
+    effects = (_effect(project), _effect(foreign))
+    foreign_job = _job(foreign)
+    artifacts = (_artifact(project, jobs[2]), _artifact(foreign, foreign_job))
+    yield World(token, project, jobs, foreign, foreign_job, approvals, effects, artifacts)
     monkeypatch.undo()
     get_settings.cache_clear()
     limiter.cache_clear()
@@ -134,6 +165,10 @@ def _ids(world: World, name: str) -> list[str]:
         return [world.project, world.foreign_project]
     if name == "aid":
         return list(world.approvals)
+    if name == "eid":
+        return list(world.effects)
+    if name == "artid":
+        return list(world.artifacts)
     return [*world.jobs, world.foreign_job]
 
 
@@ -144,6 +179,8 @@ def _aim_at_real_ids(case: schemathesis.Case, world: World) -> None:
         return
     turn = next(world.turns)
     for name in case.path_parameters:
+        if name == "name":  # a secret's name, not an id: the generated one is fine
+            continue
         own, foreign = _ids(world, name)[:-1], _ids(world, name)[-1]
         choices = [*own, *own, foreign, None]  # None: keep the generated id
         if (pick := choices[turn % len(choices)]) is not None:
@@ -155,7 +192,8 @@ def _aim_at_real_ids(case: schemathesis.Case, world: World) -> None:
 def test_operation_conforms_to_the_document(case: schemathesis.Case, world: World) -> None:
     _aim_at_real_ids(case, world)
     response = case.call_and_validate(headers=world.auth)
-    foreign = {world.foreign_project, world.foreign_job, world.approvals[1]}
+    foreign = {world.foreign_project, world.foreign_job, world.approvals[1], world.effects[1],
+               world.artifacts[1]}
     if case.method == case.operation.method.upper() and (
             foreign & {str(v) for v in case.path_parameters.values()}):
         assert response.status_code in (401, 404, 429), "another owner's data answered"
@@ -212,7 +250,9 @@ def test_streams_are_documented_and_refuse_bad_requests(api, world: World, path:
     name = operation.path_parameters[0].name
     real, foreign = _ids(world, name)[0], _ids(world, name)[-1]
     cases = [({name: str(uuid.uuid4())}, {}, 404), ({name: foreign}, {}, 404),
-             ({name: real}, {"cursor": "-1"}, 400), ({name: real}, {"cursor": "x"}, 400)]
+             ({name: real}, {"cursor": "-1"}, 400), ({name: real}, {"cursor": "x"}, 400),
+             ({name: real}, {"tail": "-1"}, 400), ({name: real}, {"tail": "1001"}, 400),
+             ({name: real}, {"tail": "5", "cursor": "1"}, 400)]
     for params, query, status in cases:
         case = operation.Case(path_parameters=params, query=query)
         response = case.call(headers=world.auth)
@@ -297,3 +337,22 @@ def test_not_ready_answers_503_with_the_error_shape(app, monkeypatch) -> None:
     error = response.get_json()["error"]
     assert error["code"] == "not_ready"
     assert error["details"]["checks"] == {"database": "ok", "broker": "error: ConnectionError"}
+
+
+def test_sequences_of_calls_never_answer_5xx(world: World) -> None:
+    """Stateful: chains of calls along the links schemathesis finds between operations (an
+    id a response gives, another operation's path parameter) — create a project, enqueue
+    into it, read, cancel, retry, set secrets … — validated like single calls."""
+    # Auth is probed per operation by the test above; here every call carries the token.
+    config = schemathesis.Config.from_dict({"generation": GENERATION, "operations": OPERATIONS,
+                                            "checks": {"ignored_auth": {"enabled": False}}})
+    machine = schemathesis.openapi.from_wsgi("/api/openapi.json", APP, config=config).exclude(
+        operation_id=["project_events", "job_events"]).as_state_machine()
+    assert len(machine.bundles) >= 4, "too few links between operations were found"
+
+    class Workflow(machine):  # type: ignore[valid-type,misc]
+        def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, object]:
+            return {"headers": world.auth}
+
+    Workflow.run(settings=settings(max_examples=40, stateful_step_count=6, deadline=None,
+                                   suppress_health_check=list(HealthCheck)))

@@ -36,6 +36,28 @@ def test_settings_are_set_then_merged(client_and_token) -> None:
     assert client.get(f"/api/projects/{pid}", headers=auth).json == patched.json
 
 
+def test_null_clears_a_setting_and_nested_keys_merge(client_and_token) -> None:
+    client, auth = client_and_token
+    pid = client.post("/api/projects", headers=auth, json={"name": "Acme", "settings": {
+        "contact_email": "f@acme.test", "deploy_hook_url": "https://hooks.test/x",
+        "permissions": {"email": True, "deploy_hook": True},
+        "caps": {"email_per_day": 5}}}).json["id"]
+
+    patched = client.patch(f"/api/projects/{pid}", headers=auth, json={"settings": {
+        "deploy_hook_url": None, "caps": None,
+        "permissions": {"email": None, "github_dispatch": False}}})
+
+    assert patched.status_code == 200, patched.json
+    assert patched.json["settings"] == {
+        "contact_email": "f@acme.test",
+        "permissions": {"deploy_hook": True, "github_dispatch": False}}
+    assert client.get(f"/api/projects/{pid}", headers=auth).json == patched.json
+    # A null for a setting that is not there is no error, and clears nothing else.
+    again = client.patch(f"/api/projects/{pid}", headers=auth,
+                         json={"settings": {"caps": None, "github_repo": None}})
+    assert again.json["settings"] == patched.json["settings"]
+
+
 @pytest.mark.parametrize(("body", "field"), [
     ({"settings": {"llm_daily_token_budget": -1}}, "settings.llm_daily_token_budget"),
     ({"settings": {"caps": {"email_per_day": "ten"}}}, "settings.caps.email_per_day"),
@@ -66,3 +88,49 @@ def test_internal_job_types_cannot_be_enqueued_over_http(client_and_token, job_t
     assert answer.json["error"]["code"] == "unknown_job_type"
     assert "internal" in answer.json["error"]["message"]
     assert pg.fetch_one("SELECT count(*) FROM agent_jobs")[0] == 0
+
+
+@pytest.fixture
+def operator(monkeypatch: pytest.MonkeyPatch):
+    """An operator who lets tenants send email and call deploy hooks, at most 100 mails a day."""
+    from tasks.settings import get_settings
+
+    monkeypatch.setenv("SWITCHYARD_EFFECTS_ALLOWED", "email,deploy_hook")
+    monkeypatch.setenv("SWITCHYARD_EFFECT_CAP_CEILINGS", "email=100")
+    get_settings.cache_clear()
+    yield
+    monkeypatch.undo()
+    get_settings.cache_clear()
+
+
+@pytest.mark.parametrize(("settings", "field", "says"), [
+    ({"permissions": {"github_dispatch": True}}, "settings.permissions.github_dispatch",
+     "SWITCHYARD_EFFECTS_ALLOWED"),
+    ({"caps": {"email_per_day": 101}}, "settings.caps.email_per_day", "at most 100"),
+    ({"caps": {"deploy_hook_per_day": 201}}, "settings.caps.deploy_hook_per_day",
+     "at most 200"),
+    ({"permissions": {"rocket_launch": True}}, "settings.permissions.rocket_launch",
+     "not permitted"),  # the typed model knows the kinds
+    ({"caps": {"emails": 3}}, "settings.caps.emails", "not permitted"),
+])
+def test_settings_beyond_the_operators_policy_are_refused(client_and_token, operator, settings,
+                                                          field, says) -> None:
+    client, auth = client_and_token
+    created = client.post("/api/projects", headers=auth, json={"name": "A", "settings": settings})
+    assert created.status_code == 422
+    assert says in created.json["error"]["details"]["fields"][field]
+    pid = client.post("/api/projects", headers=auth, json={"name": "B"}).json["id"]
+    patched = client.patch(f"/api/projects/{pid}", headers=auth, json={"settings": settings})
+    assert patched.status_code == 422
+    assert field in patched.json["error"]["details"]["fields"]
+    assert field in patched.json["error"]["message"]
+    assert client.get(f"/api/projects/{pid}", headers=auth).json["settings"] == {}
+
+
+def test_settings_within_the_operators_policy_are_kept(client_and_token, operator) -> None:
+    client, auth = client_and_token
+    settings = {"permissions": {"email": True, "github_dispatch": False},
+                "caps": {"email_per_day": 100, "deploy_hook_per_day": 0}}
+    created = client.post("/api/projects", headers=auth, json={"name": "A", "settings": settings})
+    assert created.status_code == 201
+    assert created.json["settings"] == settings

@@ -7,9 +7,11 @@ messages the SMTP server accepted, job rows with their stable keys.
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +34,7 @@ from tasks.effects import outbox
 from tasks.effects.adapters.email import message_id
 from tasks.enqueue import EnqueueRequest, enqueue
 from tasks.llm import reset_client
+from tasks.phases import PHASES
 from tasks.settings import get_settings
 from tests.conftest import wait_until
 from tests.integration.jobdb import in_threads, wait_for
@@ -182,6 +185,50 @@ def today() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d")
 
 
+# --- 0. a project walks its phases, one approved advance at a time ---------------------------
+
+def test_a_project_walks_from_idea_to_growth_one_approved_advance_at_a_time(worker, founder):
+    r = founder.post(f"/api/projects/{founder.project}/launch", {})
+    assert wait_for(r.get_json()["job_id"], timeout=30)["status"] == "completed"
+    titles = []
+    for phase, (here, there) in enumerate(itertools.pairwise(PHASES)):
+        # Given the packet of this phase, which ends with the way on
+        assert project_phase(founder.project) == here
+        [advance] = [a for a in pending_inbox(founder) if a["action_type"] == "phase_advance"]
+        assert advance["action_args"] == {"from": phase, "to": phase + 1}
+        # When it is approved twice at once
+        url = f"/api/inbox/{advance['id']}/decision"
+        decision = {"decision": "approved", "version": advance["version"]}
+        with ThreadPoolExecutor(2) as pool:
+            answers = list(pool.map(
+                lambda call: founder.post(*call).status_code, [(url, decision)] * 2))
+        # Then one next-phase job runs, under its stable key, and the project moves on
+        assert sorted(answers) == [200, 409]
+        key = f"phasegen:{founder.project}:{phase + 1}"
+        [job] = [j for j in jobs_of("phase.generate_packet") if j[1] == key]
+        assert wait_for(job[3], timeout=30)["status"] == "completed"
+        assert project_phase(founder.project) == there
+        assert approval(advance["id"])["execution_status"] == "completed"
+        titles.append(latest_packet(founder.project)["title"])
+    # The last phase's packet has no way on, and every packet was its phase's own
+    assert not [a for a in pending_inbox(founder) if a["action_type"] == "phase_advance"]
+    assert titles == [f"Tidewater: {p} packet" for p in PHASES[1:]]
+    assert len(jobs_of("phase.generate_packet")) == len(PHASES) - 1
+
+
+def project_phase(project: str) -> str:
+    return str(pg.fetch_value("SELECT phase FROM projects WHERE id = %s", (project,)))
+
+
+def latest_packet(project: str) -> dict[str, Any]:
+    return dict(pg.fetch_value("SELECT content FROM packets WHERE project_id = %s "
+                               "ORDER BY created_at DESC LIMIT 1", (project,)))
+
+
+def pending_inbox(founder: Founder) -> list[dict[str, Any]]:
+    return founder.get(f"/api/inbox?project_id={founder.project}").get_json()["items"]
+
+
 # --- 1. launch → packet → approvals → approving twice at once → one effect each -----------------
 
 def test_launch_to_approvals_approved_twice_at_once_sends_one_deploy_and_one_email(
@@ -193,8 +240,9 @@ def test_launch_to_approvals_approved_twice_at_once_sends_one_deploy_and_one_ema
     assert packet_job["status"] == "completed", packet_job["last_error"]
     inbox = founder.get(f"/api/inbox?project_id={founder.project}").get_json()["items"]
     by_type = {a["action_type"]: a for a in inbox}
-    assert set(by_type) == {"email", "deploy_hook"}, inbox
+    assert set(by_type) == {"email", "deploy_hook", "phase_advance"}, inbox
     assert sorted(packet_job["result"]["approval_ids"]) == sorted(a["id"] for a in inbox)
+    inbox = [a for a in inbox if a["action_type"] != "phase_advance"]  # its own test above
     assert by_type["deploy_hook"]["action_args"]["url"] == fakes.hook
     assert by_type["email"]["action_args"]["to"] == CONTACT
     assert all(a["status"] == "pending" and a["execution_status"] == "idle" for a in inbox)

@@ -19,13 +19,15 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from app import web_sessions
 from app.db import session_factory
 from app.routes import ui
 from app.tokens import create_token, hash_token, revoke_token
 from app.web import create_app
 from models.db import session_scope
 from tasks import pg
-from tasks.settings import get_settings
+from tasks.keys import SECRET_FILE, master_key
+from tasks.settings import SettingsError, get_settings
 
 FUTURE = "2099-01-01T00:00:00+00:00"  # keeps a job queued: never dispatched
 
@@ -113,6 +115,22 @@ def test_sign_in_without_the_form_csrf_token_is_refused(browser: FlaskClient) ->
     assert browser.get("/api/projects").status_code == 401
 
 
+@pytest.mark.parametrize("csrf", ["é", "\u2603" * 40, "forged"], ids=["accent", "snowman", "ascii"])
+def test_a_wrong_form_csrf_token_is_refused_cleanly_whatever_its_characters(
+        browser: FlaskClient, csrf: str) -> None:
+    # A non-ASCII value reached compare_digest as str, which raises TypeError: a 500.
+    _, token = new_token("alice")
+    browser.get("/")
+    response = browser.post("/signin", data={"csrf": csrf, "token": token})
+    assert response.status_code == 401 and "expired" in response.get_data(as_text=True)
+    assert browser.get("/api/projects").status_code == 401
+
+    sign_in(browser, token)
+    response = browser.post("/signout", data={"csrf": csrf})
+    assert response.status_code == 403, response.status_code
+    assert browser.get("/api/projects").status_code == 200, "a forged sign-out signs no one out"
+
+
 @pytest.mark.parametrize("target, lands", [
     ("/monitor", "/monitor"),
     ("https://evil.example/", "/"),
@@ -144,6 +162,67 @@ def test_sign_out_ends_the_session(browser: FlaskClient) -> None:
     assert browser.get("/monitor").status_code == 302
 
 
+def test_a_cookie_replayed_after_sign_out_no_longer_authenticates(app: Flask,
+                                                                   browser: FlaskClient) -> None:
+    # Given a signed-in browser whose cookie someone copied
+    _, token = new_token("alice")
+    csrf, _ = sign_in(browser, token)
+    assert browser.get("/api/projects").status_code == 200
+    copied = session_cookie(browser).value
+    # When the browser signs out
+    assert browser.post("/signout", data={"csrf": csrf}).status_code == 303
+    # Then the copy is worth nothing, on the API and on the pages
+    thief = app.test_client()
+    thief.set_cookie("switchyard_session", copied)
+    assert thief.get("/api/projects").status_code == 401
+    assert thief.get("/monitor").status_code == 302
+    # while signing in again works, and another browser's session of the same token lives on
+    other = app.test_client()
+    sign_in(other, token)
+    sign_in(browser, token)
+    assert browser.get("/api/projects").status_code == 200
+    assert other.get("/api/projects").status_code == 200
+
+
+def test_ended_sessions_are_kept_only_while_their_cookies_could_live(db: None) -> None:
+    pg.fetch("INSERT INTO ended_web_sessions VALUES ('old', now() - interval '1 second')")
+    web_sessions.end("new")
+    rows = dict(pg.fetch("SELECT session_id, forget_after - now() FROM ended_web_sessions"))
+    assert set(rows) == {"new"}
+    assert rows["new"] > web_sessions.MAX_AGE  # a margin for the web host's clock
+
+
+def test_a_copy_kept_alive_by_renewals_never_outlives_its_sign_out(
+        app: Flask, browser: FlaskClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every request re-signs a cookie, a thief's copy too: the session's age, not the
+    cookie's, ends it, and the sign-out's row is kept until then (found in review)."""
+    import itsdangerous.timed as timed
+
+    real = timed.TimestampSigner.get_timestamp
+    offset = {"s": 0}
+    monkeypatch.setattr(timed.TimestampSigner, "get_timestamp",
+                        lambda self: real(self) + offset["s"])
+    _, token = new_token("alice")
+    csrf, _ = sign_in(browser, token)
+    copied = session_cookie(browser).value
+    assert browser.post("/signout", data={"csrf": csrf}).status_code == 303
+    thief = app.test_client()
+    thief.set_cookie("switchyard_session", copied)
+    assert thief.get("/api/projects").status_code == 401
+    # and the refused copy is not renewed: the answer deletes it
+    assert session_cookie(thief) is None
+    # Even a copy renewed all along (re-signed now, a week and a day on) and outliving the
+    # sign-out's row is refused: the session is older than any session may be
+    serializer = app.session_interface.get_signing_serializer(app)
+    data = serializer.loads(copied)
+    offset["s"] = int(web_sessions.MAX_AGE.total_seconds()) + 86400
+    now = __import__("time").time() + offset["s"]
+    monkeypatch.setattr(web_sessions.time, "time", lambda: now)
+    thief.set_cookie("switchyard_session", serializer.dumps(data))
+    pg.fetch("DELETE FROM ended_web_sessions")
+    assert thief.get("/api/projects").status_code == 401
+
+
 def test_revoking_the_token_signs_the_browser_out(browser: FlaskClient) -> None:
     _, token = new_token("alice")
     sign_in(browser, token)
@@ -156,8 +235,29 @@ def test_revoking_the_token_signs_the_browser_out(browser: FlaskClient) -> None:
 def test_pages_send_a_content_security_policy(browser: FlaskClient) -> None:
     response = browser.get("/")
     assert "script-src 'self'" in response.headers["Content-Security-Policy"]
-    asset = re.search(r'src="(/assets/ui\.js\?v=\w+)"', response.get_data(as_text=True))
+    asset = re.search(r'src="(/assets/\w+/ui\.js)"', response.get_data(as_text=True))
     assert asset and browser.get(asset.group(1)).status_code == 200
+
+
+def test_assets_are_served_under_one_version_and_cached_for_good_under_it(
+        browser: FlaskClient) -> None:
+    # Given the page's module URL, /assets/<version>/project.js
+    sign_in(browser, new_token("alice")[1])
+    page = browser.get(f"/projects/{uuid.uuid4()}").get_data(as_text=True)
+    found = re.search(r'<script type="module" src="/assets/(\w+)/project\.js">', page)
+    assert found
+    version = found.group(1)
+    # When a module imports ./ui.js, the browser asks for it under the same version,
+    # which is cached for good (a change to any asset changes the version)
+    answer = browser.get(f"/assets/{version}/ui.js")
+    assert answer.status_code == 200
+    assert answer.mimetype == "text/javascript"
+    assert answer.cache_control.immutable and answer.cache_control.max_age == 365 * 24 * 3600
+    # Then a page from before a deploy still gets the file, revalidated on every use
+    stale = browser.get("/assets/0123456789/ui.js")
+    assert stale.status_code == 200 and stale.cache_control.no_cache
+    assert not stale.cache_control.immutable and stale.cache_control.max_age is None
+    assert browser.get(f"/assets/{version}/no-such.js").status_code == 404
 
 
 # --- the API with the cookie ------------------------------------------------------------------
@@ -207,12 +307,50 @@ def test_websockets_do_not_take_the_cookie(browser: FlaskClient) -> None:
     assert browser.get(f"/ws/projects/{project}").status_code == 401
 
 
+@pytest.mark.parametrize("public_url, override, secure", [
+    ("https://switchyard.example.com", None, True),  # behind TLS: the cookie never goes in clear
+    ("http://127.0.0.1:8000", None, False),  # `switchyard up` on this machine
+    ("", None, False),  # not said: as before
+    ("https://switchyard.example.com", "false", False),  # an explicit setting still wins
+], ids=["https", "http", "unset", "explicit-off"])
+def test_the_cookie_is_https_only_when_the_public_url_is_https(
+        db: None, monkeypatch: pytest.MonkeyPatch, public_url: str, override: str | None,
+        secure: bool) -> None:
+    monkeypatch.setenv("SWITCHYARD_PUBLIC_URL", public_url)
+    if override is None:
+        monkeypatch.delenv("SWITCHYARD_SECURE_COOKIES", raising=False)
+    else:
+        monkeypatch.setenv("SWITCHYARD_SECURE_COOKIES", override)
+    get_settings.cache_clear()
+    try:
+        app = create_app()
+        set_cookie = app.test_client().get("/").headers["Set-Cookie"]
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+    assert app.config["SESSION_COOKIE_SECURE"] is secure
+    assert ("; Secure" in set_cookie) is secure, set_cookie
+
+
+@pytest.mark.parametrize("bad", ["switchyard.example.com", "ftp://x.example", "https://"])
+def test_a_public_url_that_is_no_http_address_is_refused(monkeypatch: pytest.MonkeyPatch,
+                                                          bad: str) -> None:
+    monkeypatch.setenv("SWITCHYARD_PUBLIC_URL", bad)
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(SettingsError, match="SWITCHYARD_PUBLIC_URL"):
+            get_settings()
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+
+
 def test_the_signing_key_is_made_once_per_data_dir_and_kept(tmp_path: Path) -> None:
     local = replace(get_settings(), data_dir=tmp_path / "data", secret_key="")
-    first = ui.secret_key(local)
-    assert len(first) >= 40 and ui.secret_key(local) == first
-    assert (tmp_path / "data" / ui.SECRET_FILE).stat().st_mode & 0o077 == 0
-    assert ui.secret_key(replace(local, secret_key="from-env")) == "from-env"
+    first = master_key(local)
+    assert len(first) >= 40 and master_key(local) == first
+    assert (tmp_path / "data" / SECRET_FILE).stat().st_mode & 0o077 == 0
+    assert master_key(replace(local, secret_key="from-env")) == "from-env"
     assert timedelta(days=1) >= ui.SESSION_LIFETIME
 
 

@@ -37,6 +37,8 @@ class Received:
     body: Any
     query: dict[str, str]
     host: str = ""  # the Host header the request carried
+    signature: str | None = None  # X-Switchyard-Signature, when the hook call was signed
+    raw: bytes = b""  # the body as sent, what a signature covers
 
 
 @dataclass
@@ -86,7 +88,8 @@ class FakeProviders:
     def _record(self) -> Received:
         got = Received(request.method, request.path, request.headers.get("Idempotency-Key"),
                        request.headers.get("Authorization"), request.get_json(silent=True),
-                       dict(request.args), request.host)
+                       dict(request.args), request.host,
+                       request.headers.get("X-Switchyard-Signature"), request.get_data())
         with self._lock:
             self.received.append(got)
         return got

@@ -184,3 +184,31 @@ def abandon(ctx, p: Abandon) -> None:
 
 
 register(JobType("test.abandon", Abandon, abandon, max_attempts=1))
+
+
+class ArtifactFile(BaseModel):
+    kind: str = "report"
+    name: str = "report.txt"
+    content_type: str = "text/plain"
+    text: str = "hello"
+
+
+class ArtifactWriter(BaseModel):
+    files: list[ArtifactFile] = [ArtifactFile()]
+    fail_first_attempts: int = 0
+
+
+def artifact_writer(ctx, p: ArtifactWriter) -> dict:
+    """Writes its files as artifacts, then fails on its first attempts: the next attempt
+    replays the writes, the last of them the last step recorded."""
+    from tasks import artifacts
+
+    ids = [artifacts.write(ctx, kind=f.kind, name=f.name, content_type=f.content_type,
+                           data=f.text.encode()) for f in p.files]
+    if ctx.attempt <= p.fail_first_attempts:
+        raise RuntimeError(f"attempt {ctx.attempt} fails after writing its artifacts")
+    return {"artifact_ids": ids}
+
+
+register(JobType("test.artifact_writer", ArtifactWriter, artifact_writer, max_attempts=3,
+                 retry_policy=FAST_RETRY))

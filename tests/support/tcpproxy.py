@@ -49,6 +49,12 @@ class TcpProxy:
 
     close = cut
 
+    @property
+    def connections(self) -> int:
+        """Client connections forwarded right now (each is a client and a server socket)."""
+        with self._lock:
+            return len(self._conns) // 2
+
     def _accept(self, listener: socket.socket) -> None:
         while True:
             try:

@@ -1,4 +1,4 @@
-"""Delta buffering (chat streaming) and the per-token rate limiter: pure, clock injected."""
+"""Delta buffering (chat streaming) and the rate limiters: pure, clock injected."""
 
 from __future__ import annotations
 
@@ -39,6 +39,21 @@ def test_rate_limiter_allows_a_burst_then_paces() -> None:
     assert 0.09 < wait <= 0.1  # one token every 100 ms
     assert limiter.acquire("other", now=0.0) == 0.0  # per token, not global
     assert limiter.acquire("t", now=0.1) == 0.0
+
+
+def test_waiting_is_told_without_taking_and_client_keys_stay_bounded() -> None:
+    limiter = RateLimiter(rate=1, burst=2, max_keys=4)
+    assert limiter.wait("a", now=0.0) == 0.0 and "a" not in limiter  # asking takes nothing
+    limiter.acquire("a", now=0.0)
+    limiter.acquire("a", now=0.0)
+    assert limiter.wait("a", now=0.5) == 0.5 and limiter.wait("a", now=0.5) == 0.5
+    for key in "bcd":
+        limiter.acquire(key, now=0.5)
+    # A fifth key forgets the buckets that have refilled (b, c, d at 3 s), not a's debt
+    limiter.acquire("a", now=2.6)
+    limiter.acquire("a", now=2.6)
+    limiter.acquire("e", now=3.0)
+    assert "a" in limiter and not any(k in limiter for k in "bcd")
 
 
 def test_an_approval_is_bound_to_its_exact_arguments() -> None:

@@ -14,7 +14,7 @@ NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 def facts(**overrides) -> Facts:
     base = dict(now=NOW, id="7b0c9d1e-0000-0000-0000-000000000000", job_type="system.canary",
                 status="queued", queue="default", attempts=0, max_attempts=3, run_after=NOW,
-                queue_consumers=["host:1"])
+                queue_consumers=1)
     return Facts(**(base | overrides))
 
 
@@ -39,12 +39,17 @@ CASES = [
      ["retrying", "flaky", "attempt 2 of 3", "in 30s"]),  # which error, next attempt when
     ("scheduled", facts(run_after=NOW + timedelta(hours=2)), ["scheduled", "in 2.0 h"]),
     ("concurrency_limit", facts(concurrency_key="chat:p", concurrency_limit=1,
-                                key_holders=[CHILD]),
+                                key_holders=[CHILD], key_at_limit=True),
      ["'chat:p'", "limit 1", "aaaaaaaa"]),  # over which key, held by which jobs
-    ("no_worker", facts(queue="browser", queue_consumers=[]),
+    ("concurrency_limit", facts(concurrency_key="k", concurrency_limit=2, key_holders=[CHILD],
+                                key_at_limit=True, scoped=True),
+     ["aaaaaaaa", "and jobs of other tenants"]),  # a tenant: its own holders, others unnamed
+    ("no_worker", facts(queue="browser", queue_consumers=0),
      ["No live worker", "'browser'", "-Q browser"]),  # the fix, too
     ("queued", facts(queued_ahead=4, dispatched_at=NOW - timedelta(seconds=2)),
-     ["behind 4", "1 live worker", "2s ago"]),
+     ["behind 4 older", "1 live worker", "2s ago"]),
+    ("queued", facts(queued_ahead=1, others_ahead=True, scoped=True),
+     ["behind 1 of your older job(s) and jobs of other tenants"]),  # no count of theirs
     ("running", facts(status="running", attempts=1, locked_by="host:42",
                       heartbeat_at=NOW - timedelta(seconds=3), current_step="fetch",
                       step_started_at=NOW - timedelta(seconds=20)),
@@ -57,7 +62,8 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("reason", "f", "words"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("reason", "f", "words"), CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_each_situation_gets_its_sentence(reason: str, f: Facts, words: list[str]) -> None:
     d = diagnose(f)
     assert d.reason == reason

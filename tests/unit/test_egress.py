@@ -15,6 +15,8 @@ NOBODY = Allow()
     ("127.0.0.1", "loopback"), ("::1", "loopback"), ("::ffff:127.0.0.1", "loopback"),
     ("10.1.2.3", "private"), ("192.168.0.10", "private"), ("172.16.5.4", "private"),
     ("169.254.169.254", "link-local"), ("fe80::1", "link-local"),
+    ("2002:7f00:1::", "loopback"), ("2002:a9fe:a9fe::", "link-local"),  # 6to4 of an IPv4
+    ("fec0::1", "site-local"),
     ("fd00:ec2::254", "private"), ("100.64.0.1", "not a public"),
     ("224.0.0.1", "multicast"), ("0.0.0.0", "unspecified"), ("240.0.0.1", "reserved"),
 ])

@@ -10,33 +10,42 @@ from __future__ import annotations
 from typing import Any
 
 from tasks.effects.adapters import http
-from tasks.effects.adapters.base import Adapter, ProviderResult, cannot_tell, not_sent
+from tasks.effects.adapters.base import (
+    Adapter,
+    Credentials,
+    ProviderResult,
+    cannot_tell,
+    not_sent,
+)
 from tasks.settings import get_settings
 
 
-def _headers(key: str | None = None) -> dict[str, str]:
-    s = get_settings()
-    headers = {"Authorization": f"Bearer {s.ads_api_key}"} if s.ads_api_key else {}
+def _headers(creds: Credentials, key: str | None = None) -> dict[str, str]:
+    api_key = creds.pick("ads_api_key", get_settings().ads_api_key)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     if key is not None:
         headers["Idempotency-Key"] = key
     return headers
 
 
-def call(key: str, args: dict[str, Any]) -> ProviderResult:
+def call(key: str, args: dict[str, Any], creds: Credentials) -> ProviderResult:
     base = get_settings().ads_api_url
     if not base:
         return not_sent("SWITCHYARD_ADS_API_URL is not set", retryable=False)
+    if not creds.shared and "ads_api_key" not in creds.own:
+        return not_sent(creds.missing("ads_api_key", "SWITCHYARD_ADS_API_KEY"), retryable=False)
     resp = http.request("POST", f"{base.rstrip('/')}/campaigns", json=args,
-                        headers=_headers(key), tenant_url=False)
+                        headers=_headers(creds, key), tenant_url=False)
     return resp if isinstance(resp, ProviderResult) else http.classify(resp, "the ads API")
 
 
-def reconcile(key: str, args: dict[str, Any], provider_ref: str | None) -> ProviderResult:
+def reconcile(key: str, args: dict[str, Any], provider_ref: str | None,
+              creds: Credentials) -> ProviderResult:
     base = get_settings().ads_api_url
     if not base:
         return cannot_tell("SWITCHYARD_ADS_API_URL is not set, so the ads API cannot be asked")
     resp = http.request("GET", f"{base.rstrip('/')}/campaigns",
-                        params={"idempotency_key": key}, headers=_headers(), tenant_url=False)
+                        params={"idempotency_key": key}, headers=_headers(creds), tenant_url=False)
     if isinstance(resp, ProviderResult):
         return cannot_tell(f"the ads API could not be asked: {resp.error}")
     body = http.body_of(resp)
@@ -51,4 +60,4 @@ def reconcile(key: str, args: dict[str, Any], provider_ref: str | None) -> Provi
                           response={"status_code": 200, "body": campaign, "reconciled": True})
 
 
-ADAPTER = Adapter("ad_campaign", call, reconcile)
+ADAPTER = Adapter("ad_campaign", call, reconcile, secrets=("ads_api_key",))

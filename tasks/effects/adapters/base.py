@@ -6,8 +6,8 @@ became of an earlier call) and describes what happened. The ledger records it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 # succeeded / failed: the provider said so; recorded and replayed forever.
@@ -40,15 +40,37 @@ def cannot_tell(why: str) -> ProviderResult:
     return ProviderResult("unknown", error=why)
 
 
-Call = Callable[[str, dict[str, Any]], ProviderResult]
-Reconcile = Callable[[str, dict[str, Any], str | None], ProviderResult]
+@dataclass(frozen=True)
+class Credentials:
+    """What one effect may authenticate with: the project's own secrets (tasks.keystore),
+    and whether the operator's credential may stand in for a missing one
+    (SWITCHYARD_SHARED_CREDENTIALS). The values stay out of repr."""
+
+    own: Mapping[str, str] = field(default_factory=dict, repr=False)
+    shared: bool = False
+
+    def pick(self, name: str, operators: str) -> str:
+        """The project's `name` secret, else the operator's value if shared, else ""."""
+        return self.own.get(name) or (operators if self.shared else "")
+
+    def missing(self, name: str, operator_setting: str) -> str:
+        if self.shared:
+            return f"no credential: set the project secret {name!r} or {operator_setting}"
+        return (f"no credential: set the project secret {name!r} (the operator does not "
+                f"lend {operator_setting} to projects: SWITCHYARD_SHARED_CREDENTIALS)")
+
+
+Call = Callable[[str, dict[str, Any], Credentials], ProviderResult]
+Reconcile = Callable[[str, dict[str, Any], str | None, Credentials], ProviderResult]
 
 
 @dataclass(frozen=True)
 class Adapter:
-    """`call(key, args)` performs the effect, passing the key to the provider where it can;
-    `reconcile(key, args, provider_ref)` asks the provider what became of an earlier call."""
+    """`call(key, args, creds)` performs the effect, passing the key to the provider where
+    it can; `reconcile(key, args, provider_ref, creds)` asks the provider what became of an
+    earlier call. `secrets`: the project secrets it may use, and nothing else is read."""
 
     action_type: str
     call: Call
     reconcile: Reconcile
+    secrets: tuple[str, ...] = ()

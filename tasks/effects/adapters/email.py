@@ -18,7 +18,13 @@ from email.utils import parseaddr
 from typing import Any
 
 from tasks.effects.adapters import http
-from tasks.effects.adapters.base import Adapter, ProviderResult, cannot_tell, not_sent
+from tasks.effects.adapters.base import (
+    Adapter,
+    Credentials,
+    ProviderResult,
+    cannot_tell,
+    not_sent,
+)
 from tasks.settings import Settings, get_settings
 
 
@@ -36,7 +42,7 @@ def recipients(args: dict[str, Any]) -> list[str] | None:
     return rcpts
 
 
-def call(key: str, args: dict[str, Any]) -> ProviderResult:
+def call(key: str, args: dict[str, Any], creds: Credentials) -> ProviderResult:
     rcpts = recipients(args)
     if rcpts is None or not isinstance(args.get("subject"), str) \
             or not isinstance(args.get("body"), str):
@@ -45,24 +51,31 @@ def call(key: str, args: dict[str, Any]) -> ProviderResult:
     s = get_settings()
     given = args.get("from")
     sender = given if isinstance(given, str) else s.email_from
+    if creds.own.get("resend_api_key"):  # the project's own Resend account
+        return _send_resend(key, args, rcpts, sender, s, creds.own["resend_api_key"])
+    if not creds.shared:
+        return not_sent(creds.missing("resend_api_key", "the server's email transport"),
+                        retryable=False)
     if s.resend_api_key:
-        return _send_resend(key, args, rcpts, sender, s)
+        return _send_resend(key, args, rcpts, sender, s, s.resend_api_key)
     if s.smtp_host:
         return _send_smtp(key, args, rcpts, sender, s)
     return not_sent("no email transport is configured: set SWITCHYARD_SMTP_HOST or "
                     "SWITCHYARD_RESEND_API_KEY", retryable=False)
 
 
-def reconcile(key: str, args: dict[str, Any], provider_ref: str | None) -> ProviderResult:
+def reconcile(key: str, args: dict[str, Any], provider_ref: str | None,
+              creds: Credentials) -> ProviderResult:
     s = get_settings()
-    if not s.resend_api_key:
+    api_key = creds.pick("resend_api_key", s.resend_api_key)
+    if not api_key:
         return cannot_tell("an SMTP server cannot be asked whether it accepted a message: "
                            "check the recipient's mailbox or the server's log")
     if not provider_ref:
         return cannot_tell("Resend gave no email id before the crash, and it cannot be "
                            "searched by idempotency key: check the Resend dashboard")
     resp = http.request("GET", f"{s.resend_base_url.rstrip('/')}/emails/{provider_ref}",
-                        headers={"Authorization": f"Bearer {s.resend_api_key}"},
+                        headers={"Authorization": f"Bearer {api_key}"},
                         tenant_url=False)
     if isinstance(resp, ProviderResult) or resp.status_code != 200:
         return cannot_tell(f"Resend could not tell what became of email {provider_ref}")
@@ -72,13 +85,13 @@ def reconcile(key: str, args: dict[str, Any], provider_ref: str | None) -> Provi
 
 
 def _send_resend(key: str, args: dict[str, Any], rcpts: list[str], sender: str,
-                 s: Settings) -> ProviderResult:
+                 s: Settings, api_key: str) -> ProviderResult:
     payload: dict[str, Any] = {"from": sender, "to": rcpts, "subject": args["subject"],
                                "text": args["body"]}
     if isinstance(args.get("html"), str):
         payload["html"] = args["html"]
     resp = http.request("POST", f"{s.resend_base_url.rstrip('/')}/emails", json=payload,
-                        headers={"Authorization": f"Bearer {s.resend_api_key}",
+                        headers={"Authorization": f"Bearer {api_key}",
                                  "Idempotency-Key": key}, tenant_url=False)
     if isinstance(resp, ProviderResult):
         return resp
@@ -163,7 +176,7 @@ def _refused(error: str, code: int) -> ProviderResult:
     return ProviderResult("failed", error=error)
 
 
-ADAPTER = Adapter("email", call, reconcile)
+ADAPTER = Adapter("email", call, reconcile, secrets=("resend_api_key",))
 
 
 def _text(raw: bytes | str) -> str:

@@ -11,7 +11,13 @@ import re
 from typing import Any
 
 from tasks.effects.adapters import http
-from tasks.effects.adapters.base import Adapter, ProviderResult, cannot_tell, not_sent
+from tasks.effects.adapters.base import (
+    Adapter,
+    Credentials,
+    ProviderResult,
+    cannot_tell,
+    not_sent,
+)
 from tasks.settings import get_settings
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")  # keeps the URL path ours
@@ -27,7 +33,7 @@ def target(args: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def call(key: str, args: dict[str, Any]) -> ProviderResult:
+def call(key: str, args: dict[str, Any], creds: Credentials) -> ProviderResult:
     where = target(args)
     event_type = args.get("event_type")
     payload = args.get("client_payload") or {}
@@ -36,13 +42,15 @@ def call(key: str, args: dict[str, Any]) -> ProviderResult:
         return not_sent("github_dispatch needs args.owner, args.repo, args.event_type and an "
                         "optional args.client_payload object", retryable=False)
     s = get_settings()
-    if not s.github_token:
-        return not_sent("SWITCHYARD_GITHUB_TOKEN is not set", retryable=False)
+    token = creds.pick("github_token", s.github_token)
+    if not token:
+        return not_sent(creds.missing("github_token", "SWITCHYARD_GITHUB_TOKEN"),
+                        retryable=False)
     owner, repo = where
     resp = http.request(
         "POST", f"{s.github_api_url.rstrip('/')}/repos/{owner}/{repo}/dispatches",
         json={"event_type": event_type, "client_payload": payload},
-        headers={"Authorization": f"Bearer {s.github_token}",
+        headers={"Authorization": f"Bearer {token}",
                  "Accept": "application/vnd.github+json",
                  "X-GitHub-Api-Version": "2022-11-28"},
         tenant_url=False,
@@ -50,9 +58,10 @@ def call(key: str, args: dict[str, Any]) -> ProviderResult:
     return resp if isinstance(resp, ProviderResult) else http.classify(resp, "GitHub")
 
 
-def reconcile(key: str, args: dict[str, Any], provider_ref: str | None) -> ProviderResult:
+def reconcile(key: str, args: dict[str, Any], provider_ref: str | None,
+              creds: Credentials) -> ProviderResult:
     return cannot_tell("GitHub keeps no record of a repository_dispatch we could look up: "
                        "check the repository's Actions runs for this event")
 
 
-ADAPTER = Adapter("github_dispatch", call, reconcile)
+ADAPTER = Adapter("github_dispatch", call, reconcile, secrets=("github_token",))

@@ -12,6 +12,7 @@ redirect is followed and at most RESPONSE_LIMIT bytes of an answer are read.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
@@ -21,13 +22,16 @@ from tasks.effects.adapters.base import ProviderResult, not_sent
 from tasks.settings import get_settings
 
 BODY_LIMIT = 4000  # characters of a non-JSON body kept in the ledger
+SUMMARY_LIMIT = 200  # characters kept of a tenant-chosen server's answer
 RESPONSE_LIMIT = 64 * 1024  # bytes of an answer read at most
+TOTAL_FACTOR = 2  # an answer's body is read for at most this many effect timeouts
 RETRY_LATER = {408, 425, 429}
 DECODED = ("content-encoding", "content-length", "transfer-encoding")
 
 
 def request(method: str, url: str, *, headers: dict[str, str] | None = None,
-            json: Any = None, params: dict[str, str] | None = None, tenant_url: bool = True,
+            json: Any = None, content: bytes | None = None,
+            params: dict[str, str] | None = None, tenant_url: bool = True,
             ) -> httpx.Response | ProviderResult:
     """The provider's response, or the ProviderResult a transport failure amounts to.
 
@@ -53,9 +57,10 @@ def request(method: str, url: str, *, headers: dict[str, str] | None = None,
         # A fresh client per call: a pooled connection gone stale could fail after
         # the request was written, which would turn a harmless retry into `unknown`.
         with httpx.Client(timeout=timeout, follow_redirects=False) as client, \
-                client.stream(method, url, headers=headers, json=json, params=params,
+                client.stream(method, url, headers=headers, json=json, content=content,
+                              params=params,
                               extensions=extensions) as resp:
-            return _capped(resp)
+            return _capped(resp, time.monotonic() + TOTAL_FACTOR * seconds)
     except (httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.LocalProtocolError) as exc:
         return not_sent(f"cannot make this request: {type(exc).__name__}: {exc}",
                         retryable=False)
@@ -69,12 +74,14 @@ def request(method: str, url: str, *, headers: dict[str, str] | None = None,
         )
 
 
-def _capped(resp: httpx.Response) -> httpx.Response:
-    """The answer with at most RESPONSE_LIMIT bytes of its body (the rest is never read)."""
+def _capped(resp: httpx.Response, deadline: float) -> httpx.Response:
+    """The answer with at most RESPONSE_LIMIT bytes of its body, read until `deadline` at
+    most (the rest is never read): httpx's timeout bounds each read, not the whole answer,
+    so a server sending a byte now and then would otherwise hold the worker for days."""
     body = bytearray()
     for chunk in resp.iter_bytes():
         body += chunk
-        if len(body) >= RESPONSE_LIMIT:
+        if len(body) >= RESPONSE_LIMIT or time.monotonic() > deadline:
             break
     kept = [(k, v) for k, v in resp.headers.items() if k.lower() not in DECODED]
     return httpx.Response(resp.status_code, headers=kept, content=bytes(body[:RESPONSE_LIMIT]),
@@ -99,13 +106,17 @@ def scrub(value: Any) -> Any:
     return value
 
 
-def classify(resp: httpx.Response, who: str) -> ProviderResult:
+def classify(resp: httpx.Response, who: str, *, tenant: bool = False) -> ProviderResult:
+    """`tenant`: the server is one a tenant chose, so its answer is kept (and handed back)
+    only as a short sanitised summary: our worker must not read internal pages for anyone."""
     code = resp.status_code
     body = body_of(resp)
-    response = {"status_code": code, "body": body}
+    said = tenant_summary(body) if tenant else summary(body)
+    response: dict[str, Any] = ({"status_code": code, "summary": said} if tenant
+                                else {"status_code": code, "body": body})
     if 200 <= code < 300:
         return ProviderResult("succeeded", response=response, provider_ref=ref_of(body))
-    error = f"{who} answered HTTP {code}: {summary(body)}"
+    error = f"{who} answered HTTP {code}: {said}"
     retry_after = retry_after_of(resp)
     if code in RETRY_LATER or (code == 403 and retry_after is not None):
         return not_sent(error, retry_after=retry_after, rate_limited=code in (403, 429))
@@ -131,6 +142,12 @@ def summary(body: Any) -> str:
             if isinstance(body.get(field), str):
                 return body[field][:500]
     return str(body)[:500]
+
+
+def tenant_summary(body: Any) -> str:
+    """At most SUMMARY_LIMIT printable characters of what a tenant-chosen server said."""
+    text = " ".join("".join(c if c.isprintable() else " " for c in summary(body)).split())
+    return text if len(text) <= SUMMARY_LIMIT else text[:SUMMARY_LIMIT - 1] + "…"
 
 
 def retry_after_of(resp: httpx.Response) -> float | None:

@@ -1,0 +1,389 @@
+"""Response bodies of the HTTP API as pydantic models: one home for each shape.
+
+The serializers build these and dump them (`model_dump(mode="json")`), and the OpenAPI
+document's response components are generated from them (app.openapi), so what the server
+sends and what the document promises cannot drift apart. Every model refuses unknown keys
+(additionalProperties false) and has no defaults: every field is sent, null or not.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, PlainSerializer
+from pydantic_core import core_schema
+
+from models.schema import STEP_STATUSES
+from models.startup import APPROVAL_STATUSES, EFFECT_STATUSES, EXECUTION_STATUSES
+from tasks.status import JobStatus
+
+
+class OneOf:
+    """A string from a fixed tuple kept elsewhere (a table's CHECK): `enum` in the schema."""
+
+    def __init__(self, values: tuple[str, ...]) -> None:
+        self.values = values
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler):
+        return core_schema.literal_schema(list(self.values))
+
+
+def _iso(value: datetime) -> str:
+    return value.isoformat()  # "+00:00", as the API has always written it (pydantic: "Z")
+
+
+Stamp = Annotated[datetime, PlainSerializer(_iso, return_type=str)]
+Count = Annotated[int, Field(ge=0)]
+JSONObject = dict[str, Any]
+ApprovalStatus = Annotated[str, OneOf(APPROVAL_STATUSES)]
+ExecutionStatus = Annotated[str, OneOf(EXECUTION_STATUSES)]
+EffectStatus = Annotated[str, OneOf(EFFECT_STATUSES)]
+StepStatus = Annotated[str, OneOf(STEP_STATUSES)]
+# The caller's own jobs, or (an admin token) every tenant's.
+MonitorScope = Literal["owner", "fleet"]
+
+
+class Response(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class ErrorDetail(Response):
+    code: str = Field(pattern="^[a-z][a-z0-9_]*$")
+    message: str = Field(min_length=1)
+    details: JSONObject
+
+
+class Error(Response):
+    error: ErrorDetail
+
+
+class Project(Response):
+    id: uuid.UUID
+    name: str
+    goal: str | None
+    night_shift: bool
+    phase: str
+    settings: JSONObject
+    created_at: Stamp
+
+
+class ProjectList(Response):
+    items: list[Project]
+
+
+class Step(Response):
+    seq: Annotated[int, Field(ge=1)]
+    name: str
+    status: StepStatus
+    output: Any
+    error: str | None
+    attempts: Count
+    started_at: Stamp
+    finished_at: Stamp | None
+
+
+class JobSummary(Response):
+    id: uuid.UUID
+    project_id: uuid.UUID
+    job_type: str
+    status: JobStatus
+    attempts: Count
+    max_attempts: Annotated[int, Field(ge=1)]
+    priority: Annotated[int, Field(ge=0, le=9)]
+    payload: JSONObject
+    result: Any
+    last_error: str | None
+    created_at: Stamp
+    started_at: Stamp | None
+    completed_at: Stamp | None
+    parent_job_id: uuid.UUID | None
+
+
+class Job(JobSummary):
+    steps: list[Step]
+
+
+class JobPage(Response):
+    items: list[JobSummary]
+    next: str | None
+
+
+class JobList(Response):
+    items: list[JobSummary]
+
+
+class JobAccepted(Response):
+    job_id: uuid.UUID
+    status: JobStatus
+    created: bool
+    status_url: str
+    events_url: str
+
+
+class JobStarted(Response):
+    job_id: uuid.UUID
+    status_url: str
+
+
+class RetryBatch(Response):
+    retried: list[uuid.UUID]
+    count: Count
+    more: bool
+
+
+class Diagnosis(Response):
+    job_id: uuid.UUID
+    status: JobStatus
+    reason: str
+    summary: str
+    facts: JSONObject
+    checked_at: Stamp
+
+
+class QueueRow(Response):
+    queue: str
+    job_type: str
+    queued: Count
+    scheduled: Count
+    running: Count
+    waiting: Count
+    failed_last_hour: Count
+    oldest_queued_seconds: float | None
+    completed_last_minute: Count
+    completed_last_hour: Count
+
+
+class MinuteCount(Response):
+    minute: Stamp
+    completed: Count
+
+
+class QueueStats(Response):
+    scope: MonitorScope
+    items: list[QueueRow]
+    completed_per_minute: dict[str, list[MinuteCount]]
+
+
+class Worker(Response):
+    worker: str
+    hostname: str
+    pid: int
+    queues: Any
+    started_at: Stamp
+    last_heartbeat_at: Stamp
+    seconds_since_heartbeat: float
+    alive: bool
+    stopped_at: Stamp | None
+    running: Count
+
+
+class Workers(Response):
+    scope: MonitorScope
+    items: list[Worker]
+
+
+class ChatPosted(Response):
+    message_id: uuid.UUID
+    job_id: uuid.UUID
+
+
+class ChatMessage(Response):
+    id: uuid.UUID
+    role: str
+    content: str
+    created_at: Stamp
+    job_id: uuid.UUID | None
+
+
+class ChatList(Response):
+    items: list[ChatMessage]
+    next: str | None
+
+
+class Approval(Response):
+    id: uuid.UUID
+    project_id: uuid.UUID
+    action_type: str
+    title: str
+    action_args: JSONObject
+    args_hash: str
+    status: ApprovalStatus
+    version: Annotated[int, Field(ge=1)]
+    expires_at: Stamp | None
+    decided_at: Stamp | None
+    execution_status: ExecutionStatus
+    execution_job_id: uuid.UUID | None
+    source_job_id: uuid.UUID | None
+    created_at: Stamp
+
+
+class ApprovalList(Response):
+    items: list[Approval]
+
+
+class Enqueued(Response):
+    enqueued: dict[str, Count]
+
+
+class Secret(Response):
+    name: str
+    created_at: Stamp
+    updated_at: Stamp
+
+
+class SecretList(Response):
+    items: list[Secret]
+
+
+class Memory(Response):
+    id: uuid.UUID
+    category: str
+    key: str
+    content: str
+    source_job_id: uuid.UUID | None
+    source_step: str | None
+    updated_at: Stamp
+
+
+class MemoryList(Response):
+    items: list[Memory]
+
+
+class Resolution(Response):
+    outcome: Literal["succeeded", "failed"]
+    note: str
+    by: str | None
+    at: Stamp | None
+
+
+class Effect(Response):
+    id: uuid.UUID
+    kind: str
+    key: str
+    status: EffectStatus
+    provider_ref: str | None
+    args: JSONObject
+    error: str | None
+    approval_id: uuid.UUID | None
+    job_id: uuid.UUID | None
+    created_at: Stamp
+    updated_at: Stamp
+    completed_at: Stamp | None
+    resolution: Resolution | None
+
+
+class EffectList(Response):
+    items: list[Effect]
+
+
+class ActionApproval(Response):
+    id: uuid.UUID
+    status: ApprovalStatus
+    version: Annotated[int, Field(ge=1)]
+    execution_status: ExecutionStatus
+    execution_job_id: uuid.UUID | None
+    decided_at: Stamp | None
+
+
+class PacketAction(Response):
+    type: str | None
+    title: str | None
+    args: JSONObject
+    approval: ActionApproval | None
+
+
+class Packet(Response):
+    id: uuid.UUID
+    phase: Annotated[int, Field(ge=0)]
+    title: str
+    summary: str
+    insights: list[str]
+    actions: list[PacketAction]
+    job_id: uuid.UUID
+    created_at: Stamp
+
+
+class PacketList(Response):
+    items: list[Packet]
+
+
+class Usage(Response):
+    calls: Count
+    input_tokens: Count
+    output_tokens: Count
+    cost_usd: Annotated[float, Field(ge=0)]
+
+
+class StepUsage(Usage):
+    seq: int | None
+    name: str | None
+
+
+class LlmUsage(Response):
+    total: Usage
+    steps: list[StepUsage]
+
+
+class Event(Response):
+    id: Annotated[int, Field(ge=1)]
+    job_id: uuid.UUID | None
+    project_id: uuid.UUID
+    type: str
+    message: str
+    data: JSONObject
+    created_at: Stamp
+
+
+class EventPage(Response):
+    items: list[Event]
+    next: Annotated[int, Field(ge=1)] | None
+
+
+class Health(Response):
+    status: Literal["ok"]
+
+
+class ReadinessChecks(Response):
+    database: str
+    broker: str
+
+
+class Readiness(Response):
+    status: Literal["ready"]
+    checks: ReadinessChecks
+
+
+# The OpenAPI document's response components, by name; nested models come along as $defs.
+class Artifact(Response):
+    id: uuid.UUID
+    kind: str
+    name: str
+    content_type: str
+    size: Count
+    sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
+    url: str
+
+
+class ArtifactList(Response):
+    items: list[Artifact]
+
+
+class ProjectArtifact(Artifact):
+    job_id: uuid.UUID
+    created_at: Stamp
+
+
+class ProjectArtifactList(Response):
+    items: list[ProjectArtifact]
+
+
+RESPONSE_MODELS: dict[str, type[Response]] = {model.__name__: model for model in (
+    Error, Project, ProjectList, JobAccepted, JobSummary, Job, Step, JobPage, JobList,
+    Diagnosis, QueueStats, Workers, RetryBatch, JobStarted, ChatPosted, ChatList, Approval,
+    ApprovalList, Enqueued, SecretList, MemoryList, Effect, EffectList, PacketList, LlmUsage,
+    Event, EventPage, Health, Readiness, ArtifactList, ProjectArtifactList)}

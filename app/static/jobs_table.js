@@ -1,0 +1,134 @@
+/* The project page's jobs table: newest first, as the API lists them, and at most a page. A job
+   created anywhere (the API, the CLI, a spawn, beat) comes in by its first status event; one
+   older than the last row belongs on a later page. Every row carries data-job-id and data-status. */
+import { api, h, $, fill, time, badge, jobLink, empty, fail, duration, between, breakable } from "./ui.js";
+
+export const TERMINAL = new Set(["completed", "failed", "canceled"]);
+const JOB_PAGE = 50;
+const enc = encodeURIComponent($("#project").dataset.projectId);
+const rows = new Map(); // job id -> { job, tr }
+const offPage = new Set(); // jobs older than the table's last row: not fetched again
+const jobsBox = $("#jobs");
+const filter = $("#jobs-filter");
+let tbody = null;
+
+function jobCells(job, tr) {
+  const last = job.steps?.length ? job.steps[job.steps.length - 1] : null;
+  const progress = last ? `${last.name} ${last.status}`
+    : tr?.querySelector(".progress")?.textContent || (TERMINAL.has(job.status) ? "" : "—");
+  return [
+    h("td", {}, jobLink(job.id)),
+    h("td", { class: "type" }, breakable(job.job_type)),
+    h("td", {}, badge(job.status)),
+    h("td", { class: "progress muted wide-only" }, progress),
+    h("td", { class: "num wide-only" }, `${job.attempts}/${job.max_attempts}`),
+    h("td", { class: "wide-only" }, time(job.created_at)),
+    h("td", { class: "num" }, duration(between(job.started_at, job.completed_at))),
+  ];
+}
+
+/** The API's order: created_at, then id, both descending. */
+function newer(a, b) {
+  const ta = Date.parse(a.created_at), tb = Date.parse(b.created_at);
+  return ta !== tb ? ta > tb : a.id > b.id;
+}
+
+function leavePage(id) {
+  offPage.add(id);
+  if (offPage.size > 2000) offPage.delete(offPage.values().next().value);
+}
+
+/** Update a listed job's row, or insert a new one where the table's order puts it. */
+function upsertRow(job) {
+  const existing = rows.get(job.id);
+  if (!existing && filter.value && job.status !== filter.value) return;
+  ensureTable();
+  const tr = existing ? existing.tr : h("tr", { dataset: { jobId: job.id } });
+  tr.dataset.status = job.status;
+  tr.replaceChildren(...jobCells(job, existing?.tr));
+  rows.set(job.id, { job, tr });
+  addJobType(job.job_type);
+  if (existing) return;
+  const before = [...tbody.children].find((el) => el !== tr && newer(job, rows.get(el.dataset.jobId).job));
+  tbody.insertBefore(tr, before || null); // past a full page's end: trimmed off at once
+  while (rows.size > JOB_PAGE) {
+    const last = tbody.lastElementChild;
+    rows.delete(last.dataset.jobId);
+    leavePage(last.dataset.jobId);
+    last.remove();
+  }
+}
+
+function ensureTable() {
+  if (tbody) return;
+  tbody = h("tbody");
+  fill(jobsBox, h("div", { class: "table-wrap" }, h("table", { class: "jobs" },
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Job"), h("th", { scope: "col" }, "Type"),
+      h("th", { scope: "col" }, "Status"), h("th", { scope: "col", class: "wide-only" }, "Last step"),
+      h("th", { scope: "col", class: "wide-only" }, "Attempts"),
+      h("th", { scope: "col", class: "wide-only" }, "Created"), h("th", { scope: "col" }, "Took"))),
+    tbody)));
+}
+
+export async function loadJobs() {
+  const q = filter.value ? `&status=${encodeURIComponent(filter.value)}` : "";
+  const data = await api("GET", `/api/projects/${enc}/jobs?limit=${JOB_PAGE}${q}`);
+  rows.clear();
+  offPage.clear();
+  tbody = null;
+  jobsBox.removeAttribute("aria-busy");
+  if (!data.items.length) {
+    fill(jobsBox, empty(filter.value ? `No ${filter.value} jobs.`
+      : "No jobs yet. Submit one below, or press Launch."));
+    return;
+  }
+  for (const job of data.items) upsertRow(job);
+}
+filter.addEventListener("change", () => loadJobs().catch(fail));
+
+// One GET per job at a time: events that come while it is out ask for one more after it,
+// so the row ends at the state of the last event, and a burst costs at most two.
+const fetching = new Map(); // job id -> whether another GET is wanted after this one
+async function refreshJob(id) {
+  if (fetching.has(id)) { fetching.set(id, true); return; }
+  try {
+    do {
+      fetching.set(id, false);
+      upsertRow(await api("GET", `/api/jobs/${encodeURIComponent(id)}`));
+    } while (fetching.get(id));
+  } catch (e) { /* gone, or not ours to see */ } finally {
+    fetching.delete(id);
+  }
+}
+
+/** A job this page just made (a launch, a submitted job, an approval's execution). */
+export async function addJob(id) {
+  try { upsertRow(await api("GET", `/api/jobs/${encodeURIComponent(id)}`)); } catch (e) { fail(e); }
+}
+
+// The job form's list of types: every type the table has shown.
+const knownTypes = new Set(["system.canary"]);
+function addJobType(t) {
+  if (knownTypes.has(t)) return;
+  knownTypes.add(t);
+  $("#job-types").append(h("option", { value: t }));
+}
+
+/** A job's step or status event: its row follows; a job not listed may come in. */
+export function onJobEvent(e) {
+  const row = rows.get(e.job_id);
+  if (e.type === "step" && row) {
+    row.tr.querySelector(".progress").textContent = `${e.data?.name} ${e.data?.status}`;
+  }
+  if (e.type !== "status") return;
+  const status = e.data?.status;
+  const moved = row && row.job.status !== status; // else the list already showed it
+  if (moved) {
+    row.job.status = status;
+    row.tr.dataset.status = status;
+    row.tr.querySelector(".badge").replaceWith(badge(status));
+  }
+  // A job not listed (created anywhere: the API, the CLI, a spawn, beat) comes in here.
+  const fits = row ? moved : !offPage.has(e.job_id) && (!filter.value || filter.value === status);
+  if (e.live && fits) refreshJob(e.job_id);
+}

@@ -1,0 +1,56 @@
+"""`switchyard up` on a fresh machine: embedded services, the UI's address printed, a clean stop."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.e2e.procs import free_port
+
+UP = re.compile(r"Switchyard is up: (\S+)")
+TOKEN = re.compile(r"API token \(owner 'local'\): (sy_\S+)")
+
+
+def test_up_prints_the_uis_address_that_signs_in_with_the_printed_token(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DATABASE_URL", "BROKER_URL", "SWITCHYARD_SMTP_HOST")}
+    env["SWITCHYARD_DATA_DIR"] = str(tmp_path / "data")
+    log = tmp_path / "up.log"
+    port = free_port()
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "up", "--port", str(port)],
+                                stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not UP.search(log.read_text()) and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.2)
+        text = log.read_text()
+        url, token = UP.search(text).group(1), TOKEN.search(text).group(1)  # type: ignore[union-attr]
+
+        # The printed address is the UI, and it answers as soon as it is printed
+        assert url == f"http://127.0.0.1:{port}/"
+        with httpx.Client(base_url=url, timeout=10) as client:
+            page = client.get("/")
+            assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+            assert 'name="token"' in page.text  # the sign-in form
+            csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+            signed_in = client.post("/signin", data={"token": token, "csrf": csrf})
+            assert signed_in.status_code in (302, 303)
+            assert client.get("/api/projects").status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, log.read_text()[-3000:]

@@ -1,0 +1,90 @@
+"""Reports built from an outline, opened again with python-pptx and pypdf: what a reader
+would see is there (slides, notes, a native chart, page numbers, the table)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from pptx import Presentation
+from pypdf import PdfReader
+
+from tasks.errors import PermanentError
+from tasks.reports.outline import Figure, Finding, Outline, parse_outline
+from tasks.reports.pdf import build_pdf
+from tasks.reports.pptx import build_pptx
+
+OUTLINE = Outline(
+    title="Tide-aware scheduling", subtitle="Harbour operations, 2026",
+    summary="Harbour masters plan around tides by hand; errors cost a shift.",
+    findings=[
+        Finding(title="Planning is manual", bullets=["Spreadsheets", "Phone calls"],
+                notes="Five of five interviewees plan by hand."),
+        Finding(title="Errors are costly", bullets=["A missed tide costs a shift"],
+                figures=[Figure(label="Ports asked", value=5), Figure(label="Would pay", value=3)]),
+        Finding(title="Willingness to pay", bullets=["3 of 5 would pay monthly"]),
+        Finding(title="Competition", bullets=["None tide-aware"]),
+    ],
+    sources=["https://example.org/tides", "Interviews, November 2026"])
+
+
+def test_the_deck_has_title_agenda_a_slide_per_finding_notes_a_chart_and_sources() -> None:
+    data, slides = build_pptx(OUTLINE, max_slides=8)
+    deck = Presentation(io.BytesIO(data))
+    titles = [s.shapes.title.text for s in deck.slides]
+    assert slides == len(deck.slides) == 7
+    assert titles == ["Tide-aware scheduling", "Agenda", "Planning is manual",
+                      "Errors are costly", "Willingness to pay", "Competition", "Sources"]
+    assert deck.slides[2].notes_slide.notes_text_frame.text.startswith("Five of five")
+    charts = [sh for sh in deck.slides[3].shapes if sh.has_chart]
+    assert len(charts) == 1
+    assert list(charts[0].chart.plots[0].categories) == ["Ports asked", "Would pay"]
+    assert "https://example.org/tides" in [p.text for p in
+                                            deck.slides[-1].placeholders[1].text_frame.paragraphs]
+
+
+def test_max_slides_bounds_the_deck() -> None:
+    _, slides = build_pptx(OUTLINE, max_slides=5)
+    assert slides == 5  # title, agenda, two findings, sources
+
+
+def test_the_pdf_has_a_title_page_sections_a_table_sources_and_page_numbers() -> None:
+    data, pages = build_pdf(OUTLINE)
+    reader = PdfReader(io.BytesIO(data))
+    assert pages == len(reader.pages) >= 2
+    text = "\n".join(page.extract_text() for page in reader.pages)
+    assert "Tide-aware scheduling" in reader.pages[0].extract_text()
+    for expected in ("1. Planning is manual", "4. Competition", "Figures", "Ports asked",
+                     "Sources", "Interviews, November 2026"):
+        assert expected in text, expected
+    for n, page in enumerate(reader.pages, start=1):
+        assert f"Page {n}" in page.extract_text()
+    assert reader.metadata.title == "Tide-aware scheduling"
+
+
+def test_model_text_is_not_markup_in_the_pdf() -> None:
+    tricky = OUTLINE.model_copy(update={"summary": "<b>bold</b> & <font size=90>x</font>"})
+    data, _ = build_pdf(tricky)
+    assert "<b>bold</b> & <font size=90>x</font>" in PdfReader(io.BytesIO(data)).pages[0] \
+        .extract_text()
+
+
+def test_an_outline_that_does_not_fit_says_where() -> None:
+    with pytest.raises(PermanentError, match="findings"):
+        parse_outline('{"title": "t", "summary": "s", "findings": []}')
+    with pytest.raises(PermanentError, match="not JSON"):
+        parse_outline("no outline here")
+    assert parse_outline("Sure! " + OUTLINE.model_dump_json() + " Hope it helps.") == OUTLINE
+
+
+def test_the_pdf_first_page_renders_to_a_png_thumbnail() -> None:
+    from PIL import Image
+
+    from tasks.reports.preview import first_page_png
+
+    data, _ = build_pdf(OUTLINE)
+    png = first_page_png(data, width=300)
+    image = Image.open(io.BytesIO(png))
+    assert image.format == "PNG" and image.width == 300
+    assert image.height > image.width  # A4, portrait
+    assert image.convert("L").getextrema()[0] < 100  # the title's ink, not a blank page

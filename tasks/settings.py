@@ -183,6 +183,18 @@ class Settings:
     artifacts_s3_prefix: str = ""
     artifacts_s3_access_key_id: str = field(default="", repr=False)
     artifacts_s3_secret_access_key: str = field(default="", repr=False)
+    # tasks.coding: the directories a tenant may clone from by path or file:// (none by
+    # default: a tenant must never clone the server's own files), and the caps of the
+    # `run` tool (a shell in the job's workspace).
+    local_repos: tuple[Path, ...] = ()
+    code_run_timeout_seconds: float = 120.0
+    code_run_memory_mb: int = 2048
+    code_run_output_chars: int = 30_000
+
+    @property
+    def workspaces_dir(self) -> Path:
+        """Where the coding agent's jobs keep their checkouts (one directory per job)."""
+        return self.data_dir / "workspaces"
 
     @property
     def sqlalchemy_url(self) -> str:
@@ -319,4 +331,10 @@ def get_settings() -> Settings:
         artifacts_s3_prefix=env_str("SWITCHYARD_ARTIFACTS_S3_PREFIX", "").strip("/"),
         artifacts_s3_access_key_id=env_str("SWITCHYARD_ARTIFACTS_S3_ACCESS_KEY_ID", ""),
         artifacts_s3_secret_access_key=env_str("SWITCHYARD_ARTIFACTS_S3_SECRET_ACCESS_KEY", ""),
+        local_repos=tuple(Path(d).resolve() for d in
+                          env_str("SWITCHYARD_LOCAL_REPOS", "").split(",") if d.strip()),
+        code_run_timeout_seconds=env_float("SWITCHYARD_CODE_RUN_TIMEOUT_SECONDS", 120.0,
+                                           minimum=1.0),
+        code_run_memory_mb=env_int("SWITCHYARD_CODE_RUN_MEMORY_MB", 2048, minimum=64),
+        code_run_output_chars=env_int("SWITCHYARD_CODE_RUN_OUTPUT_CHARS", 30_000, minimum=1000),
     ))

@@ -5,11 +5,12 @@ from tasks.handlers import (
     browser,
     canary,
     chat,
+    code,
     mail,
     nightshift,
     packets,
     reports,
 )
 
-__all__ = ["approval_execute", "browser", "canary", "chat", "mail", "nightshift", "packets",
+__all__ = ["approval_execute", "browser", "canary", "chat", "code", "mail", "nightshift", "packets",
            "reports"]

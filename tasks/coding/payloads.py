@@ -1,0 +1,42 @@
+"""What a client hands the coding agent: the payloads of `code.run_task` and `code.generate_mvp`."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+GITHUB_REPO = r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$"
+# A branch name git accepts and a shell or an option parser cannot misread.
+BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
+
+
+def _branch(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not BRANCH.fullmatch(value) or ".." in value or value.endswith((".lock", "/", ".")) \
+            or "//" in value or "@{" in value:
+        raise ValueError("not a branch name git accepts (letters, digits, . _ / -)")
+    return value
+
+
+class RunTaskPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    repo_url: str = Field(min_length=1, max_length=2000)
+    task: str = Field(min_length=1, max_length=20_000)
+    # The branch to start from and to open the pull request against (default: the
+    # repository's default branch); the work itself goes on switchyard/<job>-<slug>.
+    branch: str | None = None
+    github_repo: str | None = Field(None, pattern=GITHUB_REPO)
+    max_iterations: int = Field(5, ge=1, le=10)
+
+    _check_branch = field_validator("branch")(classmethod(lambda cls, v: _branch(v)))
+
+
+class GenerateMvpPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    description: str = Field(min_length=1, max_length=5000)
+    repo_url: str | None = Field(None, min_length=1, max_length=2000)
+    github_repo: str | None = Field(None, pattern=GITHUB_REPO)

@@ -41,6 +41,13 @@ def run_all(port: int) -> None:
             host, smtp_port = stack.enter_context(embedded_smtp(data_dir / "mail"))
             os.environ.update(SWITCHYARD_SMTP_HOST=host, SWITCHYARD_SMTP_PORT=str(smtp_port))
             click.echo(f"emails are delivered to {data_dir / 'mail'} (no SMTP configured)")
+        if not os.environ.get("SWITCHYARD_LOCAL_REPOS"):
+            # The coding agent's demo: a repository with a failing test, cloneable by path.
+            from tasks.coding.demo import DEMO_TASK, ensure_demo_repo
+
+            demo = ensure_demo_repo(data_dir / "repos")
+            os.environ["SWITCHYARD_LOCAL_REPOS"] = str(demo.parent.resolve())
+            click.echo(f"coding agent demo: repo_url {demo.resolve()}, task {DEMO_TASK!r}")
         get_settings.cache_clear()
         _prepare_database()
         token = _local_token()

@@ -136,6 +136,9 @@ class ProjectSettings(Strict):
     caps: EffectCaps | None = None
     llm_daily_token_budget: Annotated[int, Field(ge=0), Integral] | None = None
     llm_daily_usd_budget: float | None = Field(default=None, ge=0)
+    # The coding agent's `run` tool may reach the network (only where the operator allows
+    # it at all: SWITCHYARD_CODE_NETWORK_ALLOWED; off either way by default).
+    code_network: bool | None = None
 
     def applied_to(self, current: dict[str, Any]) -> dict[str, Any]:
         return merge_patch(current, self.model_dump(exclude_unset=True))

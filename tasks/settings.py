@@ -190,6 +190,9 @@ class Settings:
     code_run_timeout_seconds: float = 120.0
     code_run_memory_mb: int = 2048
     code_run_output_chars: int = 30_000
+    # Whether a project may let its `run` tool reach the network (its setting code_network):
+    # a command with network could reach what the worker reaches, so it is the operator's call.
+    code_network_allowed: bool = False
 
     @property
     def workspaces_dir(self) -> Path:
@@ -337,4 +340,5 @@ def get_settings() -> Settings:
                                            minimum=1.0),
         code_run_memory_mb=env_int("SWITCHYARD_CODE_RUN_MEMORY_MB", 2048, minimum=64),
         code_run_output_chars=env_int("SWITCHYARD_CODE_RUN_OUTPUT_CHARS", 30_000, minimum=1000),
+        code_network_allowed=env_bool("SWITCHYARD_CODE_NETWORK_ALLOWED", False),
     ))

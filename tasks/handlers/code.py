@@ -1,27 +1,309 @@
-"""`code.run_task` and `code.generate_mvp`: the coding agent on the engine (being built)."""
+"""`code.run_task`: a repository and a task → a verified branch and a pull request.
+
+clone → repo map → explore (read-only tools) → plan (JSON, validated) → build (the
+tool loop per subtask) → verify (the repository's own checks, up to max_iterations
+rounds; debug mode when an error repeats; a self-review where there is nothing to run)
+→ deliver (commit, push, pull request). Every phase and every model and tool call is a
+step of the job (tasks.coding.loop): a worker killed mid-build resumes at the call it
+was in, with the checkout rebuilt from the clone plus the last recorded patch.
+"""
 
 from __future__ import annotations
 
+import shutil
+from dataclasses import dataclass
 from typing import Any
 
+from tasks import artifacts, keystore, pg
+from tasks.coding import git, github, plans, prompts, repomap, sandbox, tools, verify
+from tasks.coding.loop import Agent, Checkout
 from tasks.coding.payloads import GenerateMvpPayload, RunTaskPayload
+from tasks.coding.workspace import workspace_for
 from tasks.context import JobContext
-from tasks.errors import PermanentError
 from tasks.registry import JobType, register
 from tasks.retry import RetryPolicy
+from tasks.settings import get_settings
+
+MAP_CHARS = 8000
+EXPLORE_TURNS = 8
+BUILD_TURNS = 15
+FIX_TURNS = 10
+OUTPUT_CHARS = 6000  # of a failed check's output, what the model reads back
+DIFF_CHARS = 60_000  # of the diff, what the feed shows
+ALL_TOOLS = tuple(s["name"] for s in tools.TOOL_SCHEMAS)
+# Never part of the change: what running the checks leaves behind.
+JUNK = ("__pycache__/", "*.pyc", ".pytest_cache/", ".ruff_cache/", ".mypy_cache/",
+        "node_modules/", ".venv/", "target/")
+
+
+@dataclass(frozen=True)
+class Verification:
+    tests_passed: bool | None  # None: nothing to run, a self-review stood in
+    rounds: int
+    debug_mode: bool
+    summary: str
+
+
+def token_for(project_id: Any) -> str | None:
+    """The project's own GitHub token, else the operator's (never stored in a step)."""
+    return keystore.read(str(project_id), ["github_token"]).get("github_token") \
+        or get_settings().github_token or None
+
+
+def network_for(project_id: Any) -> bool:
+    if not get_settings().code_network_allowed:
+        return False
+    value = pg.fetch_value("SELECT settings -> 'code_network' FROM projects WHERE id = %s",
+                           (str(project_id),))
+    return value is True
+
+
+def phase(ctx: JobContext, name: str, status: str, detail: str = "") -> None:
+    ctx.emit("phase", f"{name} {status}" + (f": {detail}" if detail else ""),
+             {"phase": name, "status": status, **({"detail": detail} if detail else {})})
+
+
+def start(ctx: JobContext, repo_url: str, branch: str | None, task: str, kind: str, *,
+          source: git.Source | None = None) -> tuple[Agent, dict[str, Any]]:
+    """The checkout (cloned once, as a step) and the agent that works in it. A tenant's
+    repo_url is checked (tasks.coding.git.check_source); a `source` is the server's own."""
+    if source is None:
+        source = git.check_source(repo_url, list(get_settings().local_repos))
+    checkout = Checkout(workspace_for(str(ctx.job_id)), source, branch,
+                        token=token_for(ctx.project_id))
+    policy = sandbox.RunPolicy.from_settings(network=network_for(ctx.project_id))
+    agent = Agent(ctx, checkout, policy, context={"task": task, "kind": kind})
+    phase(ctx, "clone", "started")
+    cloned = ctx.step("clone", clone, checkout)
+    checkout.base = cloned["base"]
+    phase(ctx, "clone", "completed", cloned["base"][:12])
+    return agent, cloned
+
+
+def clone(checkout: Checkout) -> dict[str, Any]:
+    root = checkout.ws.root
+    shutil.rmtree(root, ignore_errors=True)  # what a crash mid-clone left
+    root.parent.mkdir(parents=True, exist_ok=True)
+    base = git.clone(checkout.source, root, token=checkout.token, branch=checkout.branch)
+    with (root / ".git" / "info" / "exclude").open("a") as f:
+        f.write("\n".join(JUNK) + "\n")
+    sandbox.prepare_for_sandbox(root)
+    checkout.base, checkout.synced = base, True
+    return {"base": base, "branch": git.current_branch(root)}
+
+
+def explore_and_plan(agent: Agent, task: str) -> tuple[str, str, plans.Plan]:
+    ctx = agent.ctx
+    phase(ctx, "map", "started")
+    mapped = agent.step_in_checkout("map", lambda: repomap.build_map(
+        agent.checkout.ws.root, budget_chars=MAP_CHARS, focus=[task]).as_dict())
+    phase(ctx, "map", "completed", f"{mapped['total_files']} files")
+    phase(ctx, "explore", "started")
+    explored = agent.loop("explore", purpose="code.explore", system=prompts.EXPLORE,
+                          prompt=prompts.task_prompt(task, mapped["text"]),
+                          tool_names=tools.READ_ONLY_TOOLS, max_turns=EXPLORE_TURNS)
+    phase(ctx, "explore", "completed")
+    phase(ctx, "plan", "started")
+    plan = make_plan(agent, task, mapped["text"], explored.summary)
+    phase(ctx, "plan", "completed", f"{len(plan.subtasks)} subtasks")
+    return mapped["text"], explored.summary, plan
+
+
+def make_plan(agent: Agent, task: str, repo_map: str, report: str) -> plans.Plan:
+    """Asked once, asked again with the schema's complaints, then one subtask (a warning)."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": prompts.plan_prompt(task, repo_map, report)}]
+    for attempt in (1, 2):
+        answer = agent.ask(f"llm:plan:{attempt}", purpose="code.plan", system=prompts.PLAN,
+                           messages=messages, max_tokens=2000)
+        plan, errors = plans.parse_plan(answer.text)
+        if plan is not None:
+            agent.ctx.emit("plan", f"{len(plan.subtasks)} subtasks",
+                           {"subtasks": plan.as_dict()["subtasks"], "fallback": False})
+            return plan
+        messages += [{"role": "assistant", "content": answer.text or "(empty)"},
+                     {"role": "user", "content": prompts.plan_retry(errors)}]
+    plan = plans.fallback_plan(task)
+    agent.ctx.emit("log", "the model gave no valid plan twice: the task is one subtask",
+                   {"level": "warning", "errors": errors[:10]})
+    agent.ctx.emit("plan", "1 subtask (fallback)",
+                   {"subtasks": plan.as_dict()["subtasks"], "fallback": True})
+    return plan
+
+
+def build(agent: Agent, task: str, repo_map: str, report: str, plan: plans.Plan,
+          purpose: str = "code.build") -> list[str]:
+    phase(agent.ctx, "build", "started")
+    subtasks = plan.as_dict()["subtasks"]
+    summaries = []
+    for n, sub in enumerate(subtasks, start=1):
+        done = agent.loop(f"build:{n}", purpose=purpose, system=prompts.BUILD,
+                          prompt=prompts.subtask_prompt(task, repo_map, report, sub, n,
+                                                        len(subtasks)),
+                          tool_names=ALL_TOOLS, max_turns=BUILD_TURNS, subtask=n)
+        summaries.append(done.summary)
+    phase(agent.ctx, "build", "completed")
+    return summaries
+
+
+def run_checks(agent: Agent, round_: int) -> dict[str, Any]:
+    """The repository's checks, run in the sandbox; their results as the step's output."""
+    root = agent.checkout.ws.root
+    results = []
+    for check in verify.detect_commands(root):
+        ran = sandbox.run_command(root, check.command, agent.policy)
+        results.append({"name": check.name, "command": check.command,
+                        "exit_code": ran.exit_code, "timed_out": ran.timed_out,
+                        "output": verify.truncate(ran.output, OUTPUT_CHARS)})
+    passed = bool(results) and all(r["exit_code"] == 0 for r in results)
+    summary = verify.failure_summary(
+        [(verify.Check(r["name"], r["command"]), r["exit_code"], r["output"])
+         for r in results if r["exit_code"] != 0], OUTPUT_CHARS)
+    if results:
+        agent.ctx.emit("verify", f"round {round_}: {'passed' if passed else 'failed'}",
+                       {"round": round_, "commands": [r["command"] for r in results],
+                        "passed": passed, "output": (summary or "all checks passed")[:4000],
+                        "self_review": False})
+    return {"ran": bool(results), "passed": passed, "summary": summary, "results": results}
+
+
+def self_review(agent: Agent, task: str, round_: int) -> tuple[bool, str]:
+    diff = agent.step_in_checkout(f"review-diff:{round_}", git.diff_text,
+                                  agent.checkout.ws.root, agent.checkout.base, DIFF_CHARS)
+    answer = agent.ask(f"llm:review:{round_}", purpose="code.review", system=prompts.REVIEW,
+                       messages=[{"role": "user", "content": prompts.review_prompt(task, diff)}],
+                       max_tokens=1000)
+    passed = answer.text.strip().upper().startswith("PASS")
+    return passed, answer.text
+
+
+def verify_loop(agent: Agent, task: str, max_iterations: int) -> Verification:
+    ctx = agent.ctx
+    phase(ctx, "verify", "started")
+    history = verify.ErrorHistory()
+    debug = False
+    passed: bool | None = None
+    summary = ""
+    round_ = 0
+    for round_ in range(1, max_iterations + 1):
+        checked = agent.step_in_checkout(f"verify:{round_}", run_checks, agent, round_)
+        if checked["ran"]:
+            passed, summary = checked["passed"], checked["summary"]
+        else:  # nothing to run: the model's review of the diff stands in, marked as such
+            ok, summary = self_review(agent, task, round_)
+            ctx.emit("verify", f"round {round_}: self-review {'passed' if ok else 'failed'}",
+                     {"round": round_, "commands": [], "passed": ok, "output": summary[:4000],
+                      "self_review": True})
+            passed = None if ok else False
+        if passed is not False or round_ == max_iterations:
+            break
+        if history.add(summary) and not debug:
+            debug = True
+            ctx.emit("debug_mode", "the same error again: debugging the root cause",
+                     {"error": summary[:2000]})
+        system = verify.DEBUG_SYSTEM_PROMPT + "\n\n" + verify.debug_prompt(history) \
+            if debug else prompts.FIX
+        agent.loop(f"fix:{round_}", purpose="code.debug" if debug else "code.fix",
+                   system=system, prompt=prompts.fix_prompt(task, summary, round_),
+                   tool_names=ALL_TOOLS, max_turns=FIX_TURNS)
+    if passed is None and summary and not summary.strip().upper().startswith("PASS"):
+        passed = False
+    phase(ctx, "verify", "completed",
+          "self-review" if passed is None else ("passed" if passed else "failed"))
+    return Verification(passed, round_, debug, summary)
+
+
+def diff_of(agent: Agent) -> dict[str, Any]:
+    root, base = agent.checkout.ws.root, agent.checkout.base
+    text = git.diff_text(root, base, DIFF_CHARS)
+    files = git.diff_stat(root, base)
+    out = {"diff": text, "truncated": len(text) >= DIFF_CHARS, "files": files}
+    agent.ctx.emit("diff", f"{len(files)} files changed", out)
+    return out
+
+
+def deliver(agent: Agent, *, task: str, base_branch: str, github_repo: str | None,
+            plan: plans.Plan, verification: Verification) -> dict[str, Any]:
+    ctx, checkout = agent.ctx, agent.checkout
+    phase(ctx, "deliver", "started")
+    diff = agent.step_in_checkout("diff", diff_of, agent)
+    if not diff["files"]:
+        phase(ctx, "deliver", "completed", "nothing changed")
+        return {"branch": None, "commit": None, "pr_url": None}
+    patch = agent.step_in_checkout("patch", git.changes, checkout.ws.root, checkout.base)
+    artifacts.write(ctx, kind="patch", name="changes.patch", content_type="text/x-diff",
+                    data=patch.encode())
+    branch = git.branch_name(str(ctx.job_id), task)
+    message = f"{task.strip().splitlines()[0][:72]}\n\nBy Switchyard's coding agent (job {ctx.job_id})."
+    commit = agent.step_in_checkout("push", git.commit_and_push, checkout.ws.root,
+                                    branch=branch, message=message, token=checkout.token)
+    pr_url = None
+    if github_repo:
+        body = pr_body(task, plan, verification, agent.spend.as_dict())
+        pr = ctx.step("pull-request", open_pr, ctx, github_repo, branch, base_branch,
+                      task, body, checkout.token)
+        pr_url = pr["url"]
+    phase(ctx, "deliver", "completed", branch)
+    return {"branch": branch, "commit": commit, "pr_url": pr_url}
+
+
+def open_pr(ctx: JobContext, repo: str, head: str, base: str, task: str, body: str,
+            token: str | None) -> dict[str, Any]:
+    pr = github.open_pull_request(repo=repo, head=head, base=base,
+                                  title=task.strip().splitlines()[0][:120], body=body,
+                                  token=token or "")
+    ctx.emit("pull_request", f"pull request #{pr.number}",
+             {"url": pr.url, "number": pr.number, "branch": head})
+    return {"url": pr.url, "number": pr.number}
+
+
+def pr_body(task: str, plan: plans.Plan, verification: Verification,
+            spend: dict[str, Any]) -> str:
+    steps = "\n".join(f"{i}. {s['title']}" for i, s in
+                      enumerate(plan.as_dict()["subtasks"], start=1))
+    if verification.tests_passed is None:
+        verdict = "no test or build command found: reviewed by the model against the task"
+    else:
+        verdict = "the checks pass" if verification.tests_passed else "the checks still fail"
+    return (f"{task}\n\n### Plan\n{steps}\n\n### Verification\n{verdict} after "
+            f"{verification.rounds} round(s)" + (" (debug mode)" if verification.debug_mode
+                                                 else "")
+            + f"\n\n### Cost\n{spend['tokens_in']} tokens in, {spend['tokens_out']} out, "
+            f"${spend['cost_usd']:.4f}\n\n_Opened by Switchyard's coding agent._")
+
+
+def cleanup(agent: Agent) -> None:
+    """The checkout goes when the job is done: the branch and the patch artifact hold it."""
+    def remove() -> bool:
+        shutil.rmtree(agent.checkout.ws.root, ignore_errors=True)
+        return True
+
+    agent.ctx.step("remove-workspace", remove)
 
 
 def run_task(ctx: JobContext, p: RunTaskPayload) -> dict[str, Any]:
-    raise PermanentError("code.run_task is not built yet")
+    resumed = ctx.replaying
+    agent, cloned = start(ctx, p.repo_url, p.branch, p.task, "run_task")
+    repo_map, report, plan = explore_and_plan(agent, p.task)
+    build(agent, p.task, repo_map, report, plan)
+    verification = verify_loop(agent, p.task, p.max_iterations)
+    delivered = deliver(agent, task=p.task, base_branch=p.branch or cloned["branch"],
+                        github_repo=p.github_repo, plan=plan, verification=verification)
+    cleanup(agent)
+    return {**delivered, "iterations": verification.rounds,
+            "tests_passed": verification.tests_passed, "subtasks": len(plan.subtasks),
+            "debug_mode": verification.debug_mode, "resumed": resumed, **agent.spend.as_dict()}
 
 
 def generate_mvp(ctx: JobContext, p: GenerateMvpPayload) -> dict[str, Any]:
-    raise PermanentError("code.generate_mvp is not built yet")
+    from tasks.coding import mvp
+
+    return mvp.generate(ctx, p, resumed=ctx.replaying)
 
 
+POLICY = RetryPolicy(base_seconds=2.0, max_seconds=120.0)
 RUN_TASK = register(JobType("code.run_task", RunTaskPayload, run_task, queue="agents",
-                            max_attempts=5, timeout_seconds=3600,
-                            retry_policy=RetryPolicy(base_seconds=2.0, max_seconds=120.0)))
+                            max_attempts=5, timeout_seconds=3600, retry_policy=POLICY))
 GENERATE_MVP = register(JobType("code.generate_mvp", GenerateMvpPayload, generate_mvp,
                                 queue="agents", max_attempts=5, timeout_seconds=3600,
-                                retry_policy=RetryPolicy(base_seconds=2.0, max_seconds=120.0)))
+                                retry_policy=POLICY))

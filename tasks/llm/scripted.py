@@ -2,8 +2,9 @@
 
 It lets the embedded demo and the tests run the whole agent loop with no network
 and no key: the same request always gives the same answer, shaped by its
-`purpose` (packet, chat, plan, nightshift, summary) and its `context`. It never
-calls tools and costs nothing; its token counts are estimates (~4 characters a token).
+`purpose` (packet, chat, plan, nightshift, summary) and its `context`; the coding
+agent's calls (purpose code.*) replay a recorded tool session (tasks.llm.sessions). It
+costs nothing; its token counts are estimates (~4 characters a token).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tasks.llm.packet import Packet, PacketAction
-from tasks.llm.types import LLMRequest, LLMResult, Usage
+from tasks.llm import sessions
+from tasks.llm.types import LLMRequest, LLMResult, ToolCall, Usage
 
 PROVIDER = "scripted"
 MODEL = "scripted-1"
@@ -52,11 +54,17 @@ class ScriptedProvider:
     model = MODEL
 
     def complete(self, req: LLMRequest) -> LLMResult:
-        compose = _COMPOSERS.get(req.purpose, _generic)
-        text = compose(_Facts(req))
+        calls: list[ToolCall] = []
+        if req.purpose.startswith("code."):  # the coding agent: a recorded tool session
+            text, calls = sessions.answer(req)
+        else:
+            text = _COMPOSERS.get(req.purpose, _generic)(_Facts(req))
         prompt = req.system + json.dumps(req.messages, sort_keys=True, default=str)
-        return LLMResult(text=text, tool_calls=[], usage=Usage(_tokens(prompt), _tokens(text)),
-                         model=MODEL, provider=PROVIDER, stop_reason="end_turn", cost_usd=0.0)
+        spoken = text + json.dumps([c.input for c in calls])
+        return LLMResult(text=text, tool_calls=calls,
+                         usage=Usage(_tokens(prompt), _tokens(spoken)), model=MODEL,
+                         provider=PROVIDER, stop_reason="tool_use" if calls else "end_turn",
+                         cost_usd=0.0)
 
     def stream(self, req: LLMRequest, on_text: Callable[[str], None]) -> LLMResult:
         result = self.complete(req)

@@ -8,6 +8,8 @@ const enc = encodeURIComponent($("#project").dataset.projectId);
 const form = $("#code-task");
 const FIELDS = { repo_url: "ct-repo", task: "ct-task", branch: "ct-branch", github_repo: "ct-github",
   max_iterations: "ct-iterations" };
+// The API names the regular expression a field missed; a person reads what to write instead.
+const HINTS = { "ct-github": "Write it as owner/name, like octo/widgets." };
 const general = $("#code-task-error");
 const done = $("#code-task-done");
 
@@ -30,7 +32,7 @@ function showErrors(e) {
     const input = $(`#${id}`);
     input.setAttribute("aria-invalid", "true");
     const note = $(`#${id}-error`);
-    note.textContent = message;
+    note.textContent = HINTS[id] && /pattern/.test(message) ? HINTS[id] : message;
     note.hidden = false;
     first = first || input;
   }

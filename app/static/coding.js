@@ -158,7 +158,7 @@ function drawPhases() {
 function drawPlan() {
   const d = latest.plan?.data;
   const subtasks = Array.isArray(d?.subtasks) ? d.subtasks : [];
-  const current = lastSubtask?.subtask;
+  const current = job && TERMINAL.has(job.status) ? null : lastSubtask?.subtask; // none once it ended
   fill($("#coding-plan"), !d ? empty("No plan yet.") : [
     d.fallback ? h("p", { class: "small" }, h("span", { class: "badge s-waiting" }, "fallback plan"), " ",
       h("span", { class: "muted" }, "The planner's own plan could not be used; the task is worked on as planned here.")) : null,
@@ -276,7 +276,7 @@ document.addEventListener("sy:event", ({ detail: e }) => {
   else if (isCoding(job)) take(e);
 });
 
-document.addEventListener("sy:job", ({ detail }) => {
+function onJob(detail) {
   const first = job === null;
   job = detail;
   if (!isCoding(job)) { queued = null; return; }
@@ -289,4 +289,9 @@ document.addEventListener("sy:job", ({ detail }) => {
   queued = null;
   for (const e of early) take(e);
   loadHistory().catch((err) => fail(new Error(`The coding history could not be read: ${err.message}`)));
-});
+}
+
+document.addEventListener("sy:job", ({ detail }) => onJob(detail));
+// job.js may have told the job before this module ran: the browser runs other tasks between
+// deferred scripts while one (this, with its imports) is still loading. Then ask for it here.
+api("GET", `/api/jobs/${enc}`).then((j) => { if (job === null) onJob(j); }).catch(() => {});

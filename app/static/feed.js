@@ -4,7 +4,7 @@ import { api, h, $, time, badge, jobLink, busy } from "./ui.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const FEED_LIMIT = 200; // live events push the oldest out, unless older pages were asked for
-const FEED_TYPES = "status,step,log,tool_call,tool_result,artifact,error"; // not delta
+const FEED_TYPES = "status,step,log,tool_call,tool_result,artifact,error,phase,plan,verify,debug_mode,diff,pull_request"; // not delta
 const feed = $("#feed");
 const feedOlder = $("#feed-older");
 const ICON = { status: "●", step: "▸", log: "✎" };

@@ -132,6 +132,7 @@
     return true;
   }
   function onEvent(e) {
+    document.dispatchEvent(new CustomEvent("sy:event", { detail: e })); // coding.js
     lastEventId = Math.max(lastEventId, e.id);
     if (e.type === "status" && TERMINAL.has(e.data?.status)) afterTerminal(e);
     if (show(e, false) && (e.type === "status" || e.type === "step")) reload();

@@ -3,6 +3,7 @@ import { h, $, fill, fail, stream } from "./ui.js";
 import { loadProject, refreshProject } from "./project_header.js";
 import { TERMINAL, loadJobs, onJobEvent } from "./jobs_table.js";
 import "./job_form.js";
+import "./code_task_form.js";
 import { addToFeed } from "./feed.js";
 import { loadChat, onDelta, onChatJobEnd } from "./chat.js";
 import { loadApprovals, refreshApprovals } from "./inbox.js";

@@ -150,6 +150,11 @@ async function busy(button, fn) {
   }
 }
 
+// An EventSource hears only the event names it listens for: a type missing here never arrives.
+// The coding agent's (phase … plan) are read by coding.js on the job page.
+const EVENT_TYPES = ["status", "step", "log", "delta", "tool_call", "tool_result", "artifact", "error",
+  "phase", "plan", "verify", "debug_mode", "diff", "pull_request"];
+
 /**
  * Server-Sent Events with the API's event types; returns { close() }.
  * Each event is handed to onEvent once, by id: a replay may overlap what was seen. On a
@@ -196,9 +201,7 @@ function stream(url, onEvent, indicator) {
       if (source.readyState !== 2 || closed) return; // the browser retries by itself
       timer = setTimeout(open, Math.min(30000, 1000 * 2 ** failures++));
     };
-    for (const type of ["status", "step", "log", "delta", "tool_call", "tool_result", "artifact", "error"]) {
-      source.addEventListener(type, receive);
-    }
+    for (const type of EVENT_TYPES) source.addEventListener(type, receive);
   }
   open();
   return {

@@ -6,8 +6,8 @@ takes no lock an insert waits on for long (DETACH … CONCURRENTLY under a lock
 timeout). A day is kept while a job that is not yet terminal has an event in it.
 Jobs (their steps go with them), LLM usage and dead workers' heartbeat rows are
 deleted in bounded batches by index, oldest first; the minute email sweep's
-jobs that found nothing to do go after a day. Chat deltas are folded away by the
-reply itself once its message is stored (`fold_deltas`).
+jobs that found nothing to do go after a day. A chat reply's deltas are folded away a
+minute after the reply is stored (`fold_deltas`).
 
 `maintain()` is the one entry point, run by beat (`tasks.maintain`) every
 SWITCHYARD_MAINTENANCE_SECONDS; workers make the coming days' partitions at
@@ -17,7 +17,6 @@ start too, so a system that was down for a while never meets a missing day.
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
 
@@ -87,6 +86,7 @@ class Report:
     idle_sweep_jobs_deleted: int = 0
     usage_deleted: int = 0
     heartbeats_deleted: int = 0
+    deltas_folded: int = 0
     skipped: bool = False  # another process held the maintenance lock
 
     def as_dict(self) -> dict[str, object]:
@@ -123,13 +123,25 @@ def expired(names: list[str], today: date, days: int) -> list[tuple[str, date]]:
     return sorted(out, key=lambda item: item[1])
 
 
-def fold_deltas(job_id: uuid.UUID | str) -> int:
-    """Delete a finished reply's `delta` events: its stored message now says it all.
-    The job's creation bounds the days the statement has to visit."""
-    rows = pg.fetch("DELETE FROM agent_job_events WHERE job_id = %(job)s AND type = 'delta' "
-                    "AND created_at >= (SELECT created_at FROM agent_jobs WHERE id = %(job)s) "
-                    "RETURNING 1", {"job": str(job_id)})
-    return len(rows)
+# A finished reply's `delta` events go once its stored message says it all, a while after
+# it finished: a stream still catching up must see them first (folding at once lost them
+# to a page whose stream was a moment behind). Replies older than two days are left to the
+# day partitions' own retention, which bounds the jobs this statement visits.
+DELTA_GRACE_SECONDS = 60.0
+FOLD_DELTAS = """
+DELETE FROM agent_job_events e USING agent_jobs j
+WHERE j.job_type = 'chat.reply' AND j.status = 'completed'
+  AND j.completed_at < now() - make_interval(secs => %(grace)s)
+  AND j.completed_at > now() - interval '2 days'
+  AND e.job_id = j.id AND e.type = 'delta' AND e.created_at >= j.created_at
+"""
+
+
+def fold_deltas(conn: psycopg.Connection | None = None,
+                grace_seconds: float = DELTA_GRACE_SECONDS) -> int:
+    """Delete the `delta` events of replies finished over `grace_seconds` ago."""
+    conn = conn or pg.connection()
+    return conn.execute(FOLD_DELTAS, {"grace": grace_seconds}).rowcount
 
 
 def maintain(days: int | None = None) -> Report:
@@ -148,6 +160,7 @@ def maintain(days: int | None = None) -> Report:
                                                   {"types": list(IDLE_SWEEP_TYPES)})
         report.usage_deleted = _batches(conn, DELETE_OLD_USAGE, {"days": days})
         report.heartbeats_deleted = conn.execute(DELETE_DEAD_WORKERS).rowcount
+        report.deltas_folded = fold_deltas(conn)
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (LOCK,))
     log.info("retention pass", extra={"action": "retention", **report.as_dict()})

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tasks import pg, retention
+from tasks import pg
 from tasks.context import JobContext
 from tasks.deltas import DeltaBuffer
 from tasks.errors import PermanentError
@@ -71,9 +71,8 @@ def handle(ctx: JobContext, p: ChatPayload) -> dict[str, Any]:
     reply_id = ctx.step("store-reply", _store, ctx.project_id, ctx.job_id, p.message_id, text)
     ctx.step("write-memory", write_memory, ctx.project_id, "context", "last-conversation",
              loaded["context"]["user_message"][:500], job_id=ctx.job_id, step="write-memory")
-    # The stored message says it all: its deltas would only be replayed to every reconnect.
-    # Last, so replies recorded before this step existed replay their steps unchanged.
-    ctx.step("fold-deltas", retention.fold_deltas, ctx.job_id)
+    # Its deltas go a minute later (tasks.retention.fold_deltas): a stream a moment behind
+    # still shows the reply being written.
     return {"message_id": reply_id, "reply_to": str(p.message_id), "chars": len(text)}
 
 

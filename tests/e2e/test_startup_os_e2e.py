@@ -27,7 +27,7 @@ import pytest
 from app.db import session_factory
 from app.tokens import create_token
 from models.db import session_scope
-from tasks import approvals, pg
+from tasks import approvals, pg, retention
 from tasks.approvals import NewApproval, create_approval
 from tasks.effects import ledger
 from tasks.enqueue import EnqueueRequest, enqueue
@@ -258,8 +258,9 @@ def test_chat_deltas_reach_an_sse_client_before_the_reply_is_stored_once(
     assert [(m["role"], m["content"]) for m in items] == [  # newest first
         ("assistant", REPLY), ("user", "What should I do first?")]
     assert fake_anthropic.received[0].body["stream"] is True
-    # and once the reply is stored and the job done, its deltas are folded away
+    # and once the reply is stored and the job done, a maintenance pass folds its deltas away
     wait(lambda: p.status(job_id) == "completed", 10, "the reply job")
+    assert retention.fold_deltas(grace_seconds=0) >= 1
     assert pg.fetch("SELECT count(*) FROM agent_job_events WHERE job_id = %s "
                     "AND type = 'delta'", (job_id,)) == [(0,)]
 

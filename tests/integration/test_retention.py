@@ -167,3 +167,28 @@ def test_one_maintainer_at_a_time(project) -> None:
 def test_which_days_have_expired(names, today, expected) -> None:
     day = datetime.strptime(today, "%Y-%m-%d").date()
     assert [n for n, _ in retention.expired(names, day, DAYS)] == expected
+
+
+def test_a_replys_deltas_are_folded_a_while_after_it_finished(project) -> None:
+    def reply(minutes_ago: float, status: str = "completed") -> str:
+        jid = str(uuid.uuid4())
+        pg.fetch("INSERT INTO agent_jobs (id, project_id, job_type, status, idempotency_key, "
+                 "created_at, completed_at) VALUES (%s, %s, 'chat.reply', %s, %s, "
+                 "now() - make_interval(mins => %s + 1), now() - make_interval(mins => %s))",
+                 (jid, project, status, jid, minutes_ago, minutes_ago))
+        for text in ("Hello ", "there"):
+            pg.fetch("INSERT INTO agent_job_events (job_id, project_id, type, data, created_at) "
+                     "VALUES (%s, %s, 'delta', jsonb_build_object('text', %s::text), "
+                     "now() - make_interval(mins => %s))", (jid, project, text, minutes_ago))
+        return jid
+
+    old, fresh, failed = reply(5), reply(0), reply(5, "failed")
+    assert retention.maintain(DAYS).deltas_folded == 2
+
+    def deltas(jid: str) -> int:
+        return int(pg.fetch_value("SELECT count(*) FROM agent_job_events WHERE job_id = %s "
+                                  "AND type = 'delta'", (jid,)))
+
+    # the reply stored five minutes ago loses its deltas; one just stored keeps them (a
+    # stream a moment behind still shows it being written); a failed one keeps its partial text
+    assert (deltas(old), deltas(fresh), deltas(failed)) == (0, 2, 2)

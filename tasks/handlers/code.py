@@ -140,7 +140,7 @@ def build(agent: Agent, task: str, repo_map: str, report: str, plan: plans.Plan,
         done = agent.loop(f"build:{n}", purpose=purpose, system=prompts.BUILD,
                           prompt=prompts.subtask_prompt(task, repo_map, report, sub, n,
                                                         len(subtasks)),
-                          tool_names=ALL_TOOLS, max_turns=BUILD_TURNS, subtask=n)
+                          tool_names=ALL_TOOLS, max_turns=BUILD_TURNS, subtask=n - 1)
         summaries.append(done.summary)
     phase(agent.ctx, "build", "completed")
     return summaries
@@ -234,7 +234,8 @@ def deliver(agent: Agent, *, task: str, base_branch: str, github_repo: str | Non
     artifacts.write(ctx, kind="patch", name="changes.patch", content_type="text/x-diff",
                     data=patch.encode())
     branch = git.branch_name(str(ctx.job_id), task)
-    message = f"{task.strip().splitlines()[0][:72]}\n\nBy Switchyard's coding agent (job {ctx.job_id})."
+    message = (f"{task.strip().splitlines()[0][:72]}\n\n"
+               f"By Switchyard's coding agent (job {ctx.job_id}).")
     commit = agent.step_in_checkout("push", git.commit_and_push, checkout.ws.root,
                                     branch=branch, message=message, token=checkout.token)
     pr_url = None

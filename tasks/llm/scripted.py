@@ -16,8 +16,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from tasks.llm.packet import Packet, PacketAction
 from tasks.llm import sessions
+from tasks.llm.packet import Packet, PacketAction
 from tasks.llm.types import LLMRequest, LLMResult, ToolCall, Usage
 
 PROVIDER = "scripted"

@@ -163,7 +163,7 @@ MVP_PAGE = """<!doctype html>
 </html>
 """
 
-MVP_TEST = '''"""The page builds: it parses, has a title and a waitlist form that asks for an email."""
+MVP_TEST = '''"""The page builds: it parses, has a title and a waitlist form asking for an email."""
 from html.parser import HTMLParser
 from pathlib import Path
 

@@ -13,7 +13,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,9 @@ class FakeAnthropic:
         self.usage = (12, 7)  # (input_tokens, output_tokens) reported per answer
         self.delay = 0.0  # seconds a successful answer waits before it starts
         self.chunk_delay = 0.0  # seconds between the events of a streamed answer
+        # A model of your own: given the request body, the answer's content blocks (tool_use
+        # blocks need no id: the fake numbers them). None: the text / tool_input answer above.
+        self.script: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None
         self._server = make_server("127.0.0.1", 0, self._wsgi, threaded=True,
                                    request_handler=_Quiet)
         self.url = f"http://127.0.0.1:{self._server.server_port}"
@@ -110,6 +113,16 @@ class FakeAnthropic:
                         headers={"request-id": f"req_{n}"})
 
     def _message(self, body: dict[str, Any], n: int) -> dict[str, Any]:
+        if self.script is not None:
+            content = [{**block, "id": block.get("id") or f"toolu_{n}_{i}"}
+                       if block["type"] == "tool_use" else block
+                       for i, block in enumerate(self.script(body))]
+            stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
+            input_tokens, output_tokens = self.usage
+            return {"id": f"msg_{n}", "type": "message", "role": "assistant",
+                    "model": body.get("model", "unknown"), "stop_reason": stop,
+                    "stop_sequence": None, "content": content,
+                    "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}}
         text = self.text if self.text is not None else \
             f"Hello from the fake. You said: {_last_user_text(body)}"
         content: list[dict[str, Any]] = [{"type": "text", "text": text}]

@@ -1,0 +1,197 @@
+"""code.run_task on a real worker, driven through the real `anthropic` SDK against a local
+Messages-API server that answers with tool calls: a real repository with a failing test
+is fixed, verified, pushed to a local bare remote, and a pull request is opened on a local
+fake of the GitHub API."""
+
+# ruff: noqa: F811 - the fake fixtures are imported, then requested by name
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from flask.testing import FlaskClient
+
+from app.web import create_app
+from tasks import pg
+from tasks.coding.demo import FILES, ensure_demo_repo
+from tasks.llm import reset_client
+from tasks.settings import get_settings
+from tests.integration.jobdb import wait_for
+from tests.integration.test_api_contract import Caller, _caller
+from tests.support import coding_brains as brains
+from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401
+from tests.support.fake_github import FakeGitHub, fake_github  # noqa: F401
+
+TASK = "Fix the failing test in the calculator"
+
+
+@pytest.fixture
+def repos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "repos"
+    ensure_demo_repo(root)
+    monkeypatch.setenv("SWITCHYARD_LOCAL_REPOS", str(root.resolve()))
+    get_settings.cache_clear()
+    return root
+
+
+@pytest.fixture
+def model(fake_anthropic: FakeAnthropic, fake_github: FakeGitHub,
+          monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
+    monkeypatch.setenv("SWITCHYARD_LLM_PROVIDER", "anthropic")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("SWITCHYARD_LLM_MODEL", "claude-test-1")
+    monkeypatch.setenv("SWITCHYARD_GITHUB_API_URL", fake_github.url)
+    monkeypatch.setenv("SWITCHYARD_GITHUB_TOKEN", fake_github.token)
+    get_settings.cache_clear()
+    reset_client()
+    yield fake_anthropic
+    monkeypatch.undo()
+    get_settings.cache_clear()
+    reset_client()
+
+
+@pytest.fixture
+def alice(db: None, worker: object) -> Caller:
+    client: FlaskClient = create_app().test_client()
+    return _caller(client, "alice")
+
+
+def events(job_id: str, type_: str) -> list[dict]:
+    return [r[0] for r in pg.fetch("SELECT data FROM agent_job_events WHERE job_id = %s AND "
+                                   "type = %s ORDER BY id", (job_id, type_))]
+
+
+def remote_file(bare: Path, ref: str, path: str) -> str:
+    return subprocess.run(["git", "--git-dir", str(bare), "show", f"{ref}:{path}"],
+                          check=True, capture_output=True, text=True).stdout
+
+
+def submit(alice: Caller, repo: Path, **fields: object) -> str:
+    r = alice.post(f"/api/projects/{alice.project}/code-tasks",
+                   {"repo_url": str(repo), "task": TASK, **fields})
+    assert r.status_code == 202, r.get_json()
+    return r.get_json()["job_id"]
+
+
+def test_a_failing_test_is_fixed_verified_pushed_and_proposed(
+        alice: Caller, repos: Path, model: FakeAnthropic, fake_github: FakeGitHub) -> None:
+    model.script = brains.straight
+    bare = repos / "calculator.git"
+    job_id = submit(alice, bare, github_repo="acme/calculator")
+
+    job = wait_for(job_id, "completed", "failed", timeout=120)
+    assert job["status"] == "completed", job["last_error"]
+    result = job["result"]
+    # Then the branch holds the fix, on the remote, proposed as a pull request
+    assert result["branch"].startswith(f"switchyard/{job_id[:8]}-fix-the-failing-test")
+    assert "return a + b" in remote_file(bare, result["branch"], "calculator.py")
+    assert remote_file(bare, "main", "calculator.py") == FILES["calculator.py"]
+    (pr,) = fake_github.pulls
+    assert result["pr_url"] == pr["html_url"]
+    assert (pr["head"]["ref"], pr["base"]["ref"]) == (result["branch"], "main")
+    assert "Fix add" in pr["body"] and "the checks pass" in pr["body"]
+    assert (result["tests_passed"], result["iterations"], result["debug_mode"]) == (True, 1, False)
+    assert result["subtasks"] == 1 and result["resumed"] is False
+    assert result["tokens_in"] > 0 and result["tokens_out"] > 0
+    # And every call went through the SDK with the tool contract; the model read the results
+    bodies = [r.body for r in model.received]
+    assert all(b.get("stream") for b in bodies)
+    names = {t["name"] for b in bodies for t in b.get("tools") or []}
+    assert names == {"list_files", "read_file", "write_file", "edit_file", "search", "run",
+                     "finish"}
+    seen = [r["content"] for b in bodies for r in brains.tool_results(b)]
+    assert any("return a - b" in str(c) for c in seen)
+    # And the feed tells the story: phases, each tool call and its result, the round, the diff
+    phases = [(e["phase"], e["status"]) for e in events(job_id, "phase")]
+    assert [p for p, s in phases if s == "completed"] == [
+        "clone", "map", "explore", "plan", "build", "verify", "deliver"]
+    calls = events(job_id, "tool_call")
+    assert [c["name"] for c in calls] == ["list_files", "read_file", "finish", "read_file",
+                                          "edit_file", "finish"]
+    assert len(events(job_id, "tool_result")) == len(calls)
+    (verified,) = events(job_id, "verify")
+    assert verified["passed"] and "pytest" in verified["commands"][0]
+    (diff,) = events(job_id, "diff")
+    assert "+    return a + b" in diff["diff"]
+    assert events(job_id, "pull_request")[0]["url"] == pr["html_url"]
+    # And the checkout is gone, the patch kept as an artifact
+    assert not (get_settings().workspaces_dir / job_id).exists()
+    kinds = [a["kind"] for a in alice.get(f"/api/jobs/{job_id}/artifacts").get_json()["items"]]
+    assert kinds == ["patch"]
+
+
+def test_a_repeated_error_switches_to_debug_mode(
+        alice: Caller, repos: Path, model: FakeAnthropic) -> None:
+    model.script = brains.stubborn
+    job_id = submit(alice, repos / "calculator.git")
+
+    job = wait_for(job_id, "completed", "failed", timeout=120)
+    assert job["status"] == "completed", job["last_error"]
+    result = job["result"]
+    assert (result["tests_passed"], result["debug_mode"], result["iterations"]) == (True, True, 3)
+    assert result["pr_url"] is None  # no github_repo: pushed, not proposed
+    rounds = events(job_id, "verify")
+    assert [r["passed"] for r in rounds] == [False, False, True]
+    (switched,) = events(job_id, "debug_mode")
+    assert "assert" in switched["error"]
+    # The root-cause prompt carried the error history
+    debug_calls = [r.body for r in model.received if brains.phase(r.body) == "debug"]
+    assert debug_calls and "add(2, 3)" in debug_calls[0]["system"]
+    # The read outside the workspace was a tool error the model saw, not a crash
+    (escape,) = [e for e in events(job_id, "tool_result") if e["is_error"]]
+    assert "escape" in escape["content"].lower() or "outside" in escape["content"].lower()
+
+
+def test_a_repository_without_tests_gets_a_self_review_marked_as_such(
+        alice: Caller, repos: Path, model: FakeAnthropic, tmp_path: Path) -> None:
+    work = tmp_path / "notes"
+    work.mkdir()
+    (work / "calculator.py").write_text(FILES["calculator.py"])
+    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(repos / "notests.git")],
+                   check=True)
+    model.script = brains.straight
+    job_id = submit(alice, repos / "notests.git", max_iterations=2)
+
+    job = wait_for(job_id, "completed", "failed", timeout=120)
+    assert job["status"] == "completed", job["last_error"]
+    assert job["result"]["tests_passed"] is None
+    (review,) = events(job_id, "verify")
+    assert review["self_review"] is True and review["commands"] == []
+    assert [brains.phase(r.body) for r in model.received].count("review") == 1
+
+
+def test_a_plan_the_model_cannot_give_falls_back_to_one_subtask_with_a_warning(
+        alice: Caller, repos: Path, model: FakeAnthropic) -> None:
+    def no_plan(body: dict) -> list[dict]:
+        if brains.phase(body) == "plan":
+            return [brains.text('{"subtasks": []}')]
+        return brains.straight(body)
+
+    model.script = no_plan
+    job_id = submit(alice, repos / "calculator.git")
+    job = wait_for(job_id, "completed", "failed", timeout=120)
+    assert job["status"] == "completed", job["last_error"]
+    assert [brains.phase(r.body) for r in model.received].count("plan") == 2
+    (plan,) = events(job_id, "plan")
+    assert plan["fallback"] is True and len(plan["subtasks"]) == 1
+    warnings = [e for e in events(job_id, "log") if e.get("level") == "warning"]
+    assert warnings and warnings[0]["errors"]
+
+
+def test_a_repository_outside_the_operators_directories_is_refused(
+        alice: Caller, repos: Path, model: FakeAnthropic, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(outside)], check=True)
+    job_id = submit(alice, outside)
+    job = wait_for(job_id, "completed", "failed", timeout=60)
+    assert job["status"] == "failed"
+    assert "SWITCHYARD_LOCAL_REPOS" in job["last_error"] or "not under" in job["last_error"]
+    assert model.count == 0

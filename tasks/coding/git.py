@@ -52,6 +52,8 @@ PATCH_LIMIT = 64 * 1024 * 1024  # bytes: past it the workspace holds build outpu
 DIFF = ("--no-ext-diff", "--no-textconv", "--no-renames", "--src-prefix=a/",
         "--dst-prefix=b/", "--no-color")
 SLUG = re.compile(r"[^a-z0-9]+")
+EPOCH = {"GIT_AUTHOR_DATE": "1970-01-01T00:00:00+0000",
+         "GIT_COMMITTER_DATE": "1970-01-01T00:00:00+0000"}
 
 
 class NothingToCommit(PermanentError):
@@ -87,7 +89,8 @@ def remove(dest: Path) -> None:
 def clone(source: Source, dest: Path, *, token: str | None = None,
           branch: str | None = None) -> str:
     """Clone `source` into the workspace `dest` (anything there before is replaced), checked
-    out at `branch` (default: the remote's HEAD); the commit checked out."""
+    out at `branch` (default: the remote's HEAD); the commit checked out. An empty repository
+    gets an empty root commit, the same on every machine, as its base."""
     dest = Path(dest)
     if branch is not None:
         _check_branch(branch)
@@ -108,8 +111,19 @@ def clone(source: Source, dest: Path, *, token: str | None = None,
     info = git_dir(dest) / "info"
     info.mkdir(exist_ok=True)
     (info / "attributes").write_text(RAW)
+    if _git(dest, "rev-parse", "--verify", "--quiet", "HEAD").code != 0:
+        _root_commit(dest)
     check(_git(dest, "reset", "--quiet", "--hard", "HEAD"), "checking out the clone")
     return _head(dest)
+
+
+def _root_commit(dest: Path) -> None:
+    """An empty repository gets an empty first commit to be the base: the same one on every
+    machine (fixed identity, date and message), so base + patch restores anywhere."""
+    tree = check(_git(dest, "mktree", stdin=b""), "git mktree").decode().strip()
+    commit = check(_git(dest, "commit-tree", tree, "-m", "Initial commit", env=EPOCH),
+                   "git commit-tree").decode().strip()
+    check(_git(dest, "update-ref", "HEAD", commit), "git update-ref")
 
 
 def changes(dest: Path, base_sha: str, *, limit: int = PATCH_LIMIT) -> str:
@@ -209,9 +223,9 @@ def commit_and_push(dest: Path, *, branch: str, message: str, token: str | None)
 
 def _git(dest: Path, *args: str, index: Path | None = None, stdin: bytes | None = None,
          auth: Auth | None = None, timeout: float = gitcmd.LOCAL_TIMEOUT,
-         cap: int | None = None) -> gitcmd.Result:
+         cap: int | None = None, env: dict[str, str] | None = None) -> gitcmd.Result:
     return gitcmd.run(args, git_dir=git_dir(dest), work_tree=Path(dest), index=index,
-                      stdin=stdin, auth=auth, timeout=timeout, cap=cap)
+                      stdin=stdin, auth=auth, timeout=timeout, cap=cap, env=env)
 
 
 def _auth(source: Source, token: str | None) -> Auth:

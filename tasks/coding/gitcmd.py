@@ -105,12 +105,13 @@ def scrub(text: str, secrets: Sequence[str]) -> str:
     return text
 
 
-def environment(auth: Auth | None = None, index: Path | None = None) -> dict[str, str]:
+def environment(auth: Auth | None = None, index: Path | None = None,
+                extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     env.update({
         "HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent", "LC_ALL": "C",
         "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-        "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false", "SSH_ASKPASS": "/bin/false",
+        "GIT_TERMINAL_PROMPT": "0",
         "GIT_AUTHOR_NAME": AUTHOR_NAME, "GIT_AUTHOR_EMAIL": AUTHOR_EMAIL,
         "GIT_COMMITTER_NAME": AUTHOR_NAME, "GIT_COMMITTER_EMAIL": AUTHOR_EMAIL,
     })
@@ -120,7 +121,7 @@ def environment(auth: Auth | None = None, index: Path | None = None) -> dict[str
         env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
     if index is not None:
         env["GIT_INDEX_FILE"] = str(index)
-    return env
+    return {**env, **(extra or {})}
 
 
 def argv(args: Sequence[str], git_dir: Path | None, work_tree: Path | None) -> list[str]:
@@ -137,12 +138,12 @@ def argv(args: Sequence[str], git_dir: Path | None, work_tree: Path | None) -> l
 def run(args: Sequence[str], *, git_dir: Path | None = None, work_tree: Path | None = None,
         cwd: Path | None = None, auth: Auth | None = None, index: Path | None = None,
         stdin: bytes | None = None, timeout: float = LOCAL_TIMEOUT,
-        cap: int | None = None) -> Result:
+        cap: int | None = None, env: dict[str, str] | None = None) -> Result:
     """Run git; its exit code, stdout (at most `cap` bytes: past it the process is killed
     and `truncated` set) and scrubbed stderr. A timeout kills its whole process group."""
     proc = subprocess.Popen(
         argv(args, git_dir, work_tree), cwd=cwd or work_tree or git_dir or "/",
-        env=environment(auth, index), stdin=subprocess.PIPE if stdin is not None
+        env=environment(auth, index, env), stdin=subprocess.PIPE if stdin is not None
         else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         start_new_session=True)
     out, err = bytearray(), bytearray()
@@ -221,6 +222,8 @@ def check_network(result: Result, what: str) -> bytes:
     if result.code == 0:
         return result.out
     message = f"{what} failed: {said(result)}"
+    if "could not read username" in result.err.lower():
+        message += " (the server asked for credentials: the token is missing or refused)"
     if any(sign in result.err.lower() for sign in PERMANENT_SIGNS):
         raise GitFailed(message, result.err)
     raise GitFailedRetryable(message)

@@ -13,6 +13,7 @@ import pytest
 from tasks import egress
 from tasks.coding import git
 from tasks.errors import PermanentError
+from tests.support.git_http import basic, git_http_server
 
 ALLOW_LOOPBACK = egress.Allow.parse("127.0.0.1")
 
@@ -310,6 +311,19 @@ def test_clone_of_a_branch_and_of_a_missing_branch(tmp_path, roots, remote):
         git.clone(source, tmp_path / "ws3", branch="-x")
 
 
+def test_an_empty_repository_gets_the_same_empty_base_on_every_machine(tmp_path, roots):
+    empty = roots / "empty.git"
+    sh("init", "-q", "--bare", str(empty))
+    source = git.check_source(str(empty), [roots])
+    base = git.clone(source, tmp_path / "one")
+    assert git.clone(source, tmp_path / "two") == base
+    (tmp_path / "one" / "app.py").write_text("print(1)\n")
+    git.restore(tmp_path / "two", base, git.changes(tmp_path / "one", base))
+    assert snapshot(tmp_path / "two") == snapshot(tmp_path / "one")
+    commit = git.commit_and_push(tmp_path / "two", branch="main", message="First", token=None)
+    assert sh("--git-dir", str(empty), "rev-parse", "main") == commit
+
+
 @pytest.mark.parametrize(("task", "expected"), [
     ("Fix the README!", "switchyard/12345678-fix-the-readme"),
     ("   ", "switchyard/12345678-task"),
@@ -321,3 +335,49 @@ def test_branch_names_are_short_slugs_git_accepts(task, expected):
     name = git.branch_name("12345678-9abc-def0-1234-56789abcdef0", task)
     assert name == expected
     subprocess.run(["git", "check-ref-format", f"refs/heads/{name}"], check=True)
+
+
+# --- over smart HTTP, with a token --------------------------------------------------------
+
+GIT_TOKEN = "ghs_gitHttpToken_0123456789abcdefXYZ"
+
+
+def _everywhere(root: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def test_a_token_goes_in_a_header_and_nowhere_else(tmp_path, roots, remote, monkeypatch):
+    # The host name resolves nowhere but in the egress guard: git can only reach the server
+    # through the address the guard checked and pinned.
+    real = egress.system_resolver
+    monkeypatch.setattr(egress, "system_resolver", lambda host, port: (
+        ["127.0.0.1"] if host == "git.test" else real(host, port)))
+    with git_http_server(roots, GIT_TOKEN) as server:
+        url = server.url.replace("127.0.0.1", "git.test") + "/remote.git"
+        source = git.check_source(url, [roots])
+        assert source.kind == "http"
+        ws = tmp_path / "ws"
+        base = git.clone(source, ws, token=GIT_TOKEN)
+        assert base == sh("--git-dir", str(remote), "rev-parse", "main")
+        assert server.authorizations and set(server.authorizations) == {basic(GIT_TOKEN)}
+
+        (ws / "README.md").write_text("# demo, fixed\n")
+        commit = git.commit_and_push(ws, branch="switchyard/http", message="Fix",
+                                     token=GIT_TOKEN)
+        assert sh("--git-dir", str(remote), "rev-parse", "refs/heads/switchyard/http") == commit
+        assert any(p.endswith("git-receive-pack") for p in server.paths)
+        assert set(server.authorizations) == {basic(GIT_TOKEN)}
+
+        # Not in the repository's config, not in any file of the workspace or repository
+        stored = _everywhere(ws) + _everywhere(git.git_dir(ws))
+        assert GIT_TOKEN.encode() not in stored and basic(GIT_TOKEN).encode() not in stored
+        assert sh("--git-dir", str(git.git_dir(ws)), "config", "remote.origin.url") == url
+
+        # A wrong token fails for good, and the message names neither token
+        wrong = "ghs_wrongToken_zzzzzzzzzzzzzzzzzzzz"
+        with pytest.raises(PermanentError) as caught:
+            git.clone(source, tmp_path / "ws2", token=wrong)
+        for secret in (wrong, GIT_TOKEN, basic(wrong).split()[1]):
+            assert secret not in str(caught.value)
+        with pytest.raises(PermanentError):
+            git.clone(source, tmp_path / "ws3", token=None)

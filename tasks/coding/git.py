@@ -52,6 +52,7 @@ PATCH_LIMIT = 64 * 1024 * 1024  # bytes: past it the workspace holds build outpu
 DIFF = ("--no-ext-diff", "--no-textconv", "--no-renames", "--src-prefix=a/",
         "--dst-prefix=b/", "--no-color")
 SLUG = re.compile(r"[^a-z0-9]+")
+BASE_REF = "refs/switchyard/base"  # what the workspace started from (clone or restore)
 EPOCH = {"GIT_AUTHOR_DATE": "1970-01-01T00:00:00+0000",
          "GIT_COMMITTER_DATE": "1970-01-01T00:00:00+0000"}
 
@@ -114,7 +115,9 @@ def clone(source: Source, dest: Path, *, token: str | None = None,
     if _git(dest, "rev-parse", "--verify", "--quiet", "HEAD").code != 0:
         _root_commit(dest)
     check(_git(dest, "reset", "--quiet", "--hard", "HEAD"), "checking out the clone")
-    return _head(dest)
+    head = _head(dest)
+    check(_git(dest, "update-ref", BASE_REF, head), "git update-ref")
+    return head
 
 
 def _root_commit(dest: Path) -> None:
@@ -142,9 +145,12 @@ def restore(dest: Path, base_sha: str, patch: str) -> None:
     """Make the workspace exactly `base_sha` + `patch` (what `changes` gave): every other
     file, ignored ones included, is removed."""
     dest = Path(dest)
+    if not git_dir(dest).is_dir():
+        raise PermanentError(f"{dest} has no repository: clone it first, then restore")
     dest.mkdir(parents=True, exist_ok=True)
     _gitfile(dest)
     check(_git(dest, "reset", "--quiet", "--hard", _commit(base_sha)), "git reset")
+    check(_git(dest, "update-ref", BASE_REF, _head(dest)), "git update-ref")
     check(_git(dest, "clean", "-ffdxq"), "git clean")
     if patch:
         check(_git(dest, "apply", "--binary", "--index", "--whitespace=nowarn",
@@ -168,8 +174,10 @@ def diff_text(dest: Path, base_sha: str, limit: int) -> str:
     """The workspace's changes as a readable diff, cut to `limit` characters."""
     with _staged(dest, base_sha) as index:
         result = _git(dest, "diff", "--cached", *DIFF, _commit(base_sha), "--", index=index,
-                      cap=limit * 4 + 4)
-        text = check(result, "git diff").decode("utf-8", "replace")
+                      cap=limit * 4 + 4)  # 4: the most bytes one character takes in UTF-8
+        # Cut short, git was killed: what it wrote is what is shown.
+        out = result.out if result.truncated else check(result, "git diff")
+        text = out.decode("utf-8", "replace")
     if len(text) > limit or result.truncated:
         return text[:limit] + "\n… (diff cut here)\n"
     return text
@@ -204,14 +212,15 @@ def commit_and_push(dest: Path, *, branch: str, message: str, token: str | None)
         elif not _is_ancestor(dest, remote, head):
             raise PermanentError(f"origin's {branch} holds commits this job did not make "
                                  f"({remote[:12]}): not overwriting them")
-    if _tree(dest, parent) != tree:
-        commit = check(_git(dest, "commit-tree", tree, "-p", parent, "-F", "-",
-                            stdin=message.encode("utf-8")), "git commit-tree").decode().strip()
-    elif parent == remote or _points_to(dest, ref, parent):
+    base = _base(dest)
+    if _tree(dest, base) == tree:
+        raise NothingToCommit(f"there is nothing to commit: the workspace is the same as "
+                              f"{base[:12]}, where it started")
+    if _tree(dest, parent) == tree:
         commit = parent  # this very work is committed already
     else:
-        raise NothingToCommit(f"there is nothing to commit: the workspace is the same as "
-                              f"{parent[:12]}")
+        commit = check(_git(dest, "commit-tree", tree, "-p", parent, "-F", "-",
+                            stdin=message.encode("utf-8")), "git commit-tree").decode().strip()
     _adopt(dest, ref, commit)
     if remote != commit:
         check_network(_git(dest, "push", "--porcelain", "origin", f"{commit}:{ref}",
@@ -272,9 +281,9 @@ def _is_ancestor(dest: Path, older: str, newer: str) -> bool:
     return result.code == 0
 
 
-def _points_to(dest: Path, ref: str, commit: str) -> bool:
-    result = _git(dest, "rev-parse", "--verify", "--quiet", ref)
-    return result.code == 0 and result.out.decode().strip() == commit
+def _base(dest: Path) -> str:
+    result = _git(dest, "rev-parse", "--verify", "--quiet", BASE_REF)
+    return result.out.decode().strip() if result.code == 0 else _head(dest)
 
 
 def _remote_commit(dest: Path, ref: str, auth: Auth) -> str | None:

@@ -196,6 +196,14 @@ def test_diff_stat_and_text_show_the_work(tmp_path, roots, remote):
     assert "+print('hello, world')" in text and "Binary files" in text
     cut = git.diff_text(ws, base, 100)
     assert len(cut) < 150 and cut.endswith("(diff cut here)\n")
+    # A diff far past the limit: git is stopped, not read to the end
+    (ws / "big.txt").write_text("line\n" * 500_000)
+    cut = git.diff_text(ws, base, 1000)
+    assert len(cut) < 1050 and cut.endswith("(diff cut here)\n")
+    with pytest.raises(git.PatchTooLarge):
+        git.changes(ws, base, limit=100_000)
+    with pytest.raises(PermanentError, match="clone it first"):
+        git.restore(tmp_path / "never-cloned", base, "")
 
 
 def test_a_sandbox_cannot_configure_the_workers_git(tmp_path, roots, remote):
@@ -267,6 +275,8 @@ def test_nothing_to_commit_and_a_branch_someone_else_moved_are_refused(tmp_path,
     git.clone(source, ws)
     with pytest.raises(git.NothingToCommit):
         git.commit_and_push(ws, branch="switchyard/empty", message="m", token=None)
+    with pytest.raises(git.NothingToCommit):  # the branch it was cloned from, unchanged
+        git.commit_and_push(ws, branch="main", message="m", token=None)
 
     # Someone else pushed unrelated history to the branch name this job uses
     other = tmp_path / "someone"

@@ -15,8 +15,9 @@ import signal
 import subprocess
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from tasks.errors import PermanentError, RetryableError
 
@@ -95,7 +96,6 @@ class Result:
     out: bytes
     err: str
     truncated: bool = False
-    secrets: list[str] = field(default_factory=list)
 
 
 def scrub(text: str, secrets: Sequence[str]) -> str:
@@ -141,49 +141,48 @@ def run(args: Sequence[str], *, git_dir: Path | None = None, work_tree: Path | N
         cap: int | None = None, env: dict[str, str] | None = None) -> Result:
     """Run git; its exit code, stdout (at most `cap` bytes: past it the process is killed
     and `truncated` set) and scrubbed stderr. A timeout kills its whole process group."""
-    proc = subprocess.Popen(
-        argv(args, git_dir, work_tree), cwd=cwd or work_tree or git_dir or "/",
-        env=environment(auth, index, env), stdin=subprocess.PIPE if stdin is not None
-        else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True)
     out, err = bytearray(), bytearray()
     over = threading.Event()
+    with subprocess.Popen(
+            argv(args, git_dir, work_tree), cwd=cwd or work_tree or git_dir or "/",
+            env=environment(auth, index, env),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True) as proc:
 
-    def pump(stream, sink: bytearray, limit: int | None, on_over: bool) -> None:
-        for chunk in iter(lambda: stream.read(65536), b""):
-            if limit is None or len(sink) < limit:
-                sink += chunk
-            if limit is not None and len(sink) > limit and on_over:
-                over.set()
-                _kill(proc)
-                return
+        def pump(stream: IO[bytes], sink: bytearray, limit: int | None, stop: bool) -> None:
+            for chunk in iter(lambda: stream.read(65536), b""):
+                if limit is None or len(sink) < limit:
+                    sink += chunk
+                if stop and limit is not None and len(sink) > limit:
+                    over.set()
+                    _kill(proc)
+                    return
 
-    readers = [threading.Thread(target=pump, args=(proc.stdout, out, cap, True), daemon=True),
-               threading.Thread(target=pump, args=(proc.stderr, err, STDERR_CAP, False),
-                                daemon=True)]
-    for reader in readers:
-        reader.start()
-    if stdin is not None:
-        assert proc.stdin is not None
+        def feed(stream: IO[bytes], data: bytes) -> None:
+            with contextlib.suppress(BrokenPipeError, ValueError), stream:
+                stream.write(data)
+
+        assert proc.stdout is not None and proc.stderr is not None
+        threads = [threading.Thread(target=pump, args=(proc.stdout, out, cap, True)),
+                   threading.Thread(target=pump, args=(proc.stderr, err, STDERR_CAP, False))]
+        if stdin is not None:
+            assert proc.stdin is not None
+            threads.append(threading.Thread(target=feed, args=(proc.stdin, stdin)))
+        for thread in threads:
+            thread.daemon = True
+            thread.start()
         try:
-            proc.stdin.write(stdin)
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
-    try:
-        code = proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        proc.wait()
-        for reader in readers:
-            reader.join(5)
-        raise GitFailedRetryable(f"git {args[0]} took longer than {timeout:.0f} s") from None
-    for reader in readers:
-        reader.join()
-    secrets = auth.secrets() if auth else []
-    text = scrub(err.decode("utf-8", "replace"), secrets)
-    return Result(code, bytes(out[:cap] if cap is not None else out), text, over.is_set(),
-                  secrets)
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            proc.wait()
+            raise GitFailedRetryable(f"git {args[0]} took longer than {timeout:.0f} s") \
+                from None
+        finally:
+            for thread in threads:
+                thread.join(5)
+    text = scrub(err.decode("utf-8", "replace"), auth.secrets() if auth else [])
+    return Result(code, bytes(out[:cap] if cap is not None else out), text, over.is_set())
 
 
 def _kill(proc: subprocess.Popen) -> None:

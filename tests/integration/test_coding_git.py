@@ -4,15 +4,17 @@ patch and its exact restore, commit and push to a bare remote, retried."""
 from __future__ import annotations
 
 import os
+import socket
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from tasks import egress
-from tasks.coding import git
-from tasks.errors import PermanentError
+from tasks.coding import git, gitcmd
+from tasks.errors import PermanentError, RetryableError
 from tests.support.git_http import basic, git_http_server
 
 ALLOW_LOOPBACK = egress.Allow.parse("127.0.0.1")
@@ -391,3 +393,15 @@ def test_a_token_goes_in_a_header_and_nowhere_else(tmp_path, roots, remote, monk
             assert secret not in str(caught.value)
         with pytest.raises(PermanentError):
             git.clone(source, tmp_path / "ws3", token=None)
+
+
+def test_a_git_command_past_its_time_is_killed_and_retried_later():
+    # A server that accepts the connection and never answers
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/r.git"
+        started = time.monotonic()
+        with pytest.raises(RetryableError, match="took longer than 1 s"):
+            gitcmd.run(["ls-remote", url], timeout=1.0)
+        assert time.monotonic() - started < 10

@@ -194,8 +194,9 @@ def commit_and_push(dest: Path, *, branch: str, message: str, token: str | None)
 
     Safe to call again after a crash: when origin's `branch` already holds this tree (an
     earlier attempt pushed it) that commit is the answer and nothing new is made; when it
-    holds an earlier commit of this work, the new commit follows it. NothingToCommit when the
-    workspace has no change to add.
+    holds earlier commits of the agent's, the new commit follows them. A branch holding
+    anyone else's commits past this workspace's is refused (a commit is the whole tree: it
+    would undo theirs). NothingToCommit when the workspace is where it started.
     """
     dest = Path(dest)
     _check_branch(branch)
@@ -207,8 +208,10 @@ def commit_and_push(dest: Path, *, branch: str, message: str, token: str | None)
     remote = _remote_commit(dest, ref, auth)
     parent = head
     if remote is not None and remote != head:
-        if _is_ancestor(dest, head, remote):
-            parent = remote  # an earlier attempt pushed: this work continues it
+        # Ours (the agent's) after our head: an earlier attempt pushed, and this work, a
+        # snapshot of the whole tree, continues it. Anyone else's would be undone by it.
+        if _is_ancestor(dest, head, remote) and _only_ours(dest, head, remote):
+            parent = remote
         elif not _is_ancestor(dest, remote, head):
             raise PermanentError(f"origin's {branch} holds commits this job did not make "
                                  f"({remote[:12]}): not overwriting them")
@@ -279,6 +282,11 @@ def _is_ancestor(dest: Path, older: str, newer: str) -> bool:
     if result.code not in (0, 1):
         check(result, "git merge-base")
     return result.code == 0
+
+
+def _only_ours(dest: Path, older: str, newer: str) -> bool:
+    authors = check(_git(dest, "log", "--format=%ae%n%ce", f"{older}..{newer}"), "git log")
+    return set(authors.decode().split()) <= {gitcmd.AUTHOR_EMAIL}
 
 
 def _base(dest: Path) -> str:

@@ -289,20 +289,20 @@ def test_nothing_to_commit_and_a_branch_someone_else_moved_are_refused(tmp_path,
     sh("push", "-q", "origin", "HEAD:refs/heads/switchyard/taken", cwd=other)
     ours = tmp_path / "ours"
     git.clone(source, ours)
-    # Ours starts from main, which their commit follows: it continues theirs (a fast-forward)
     (ours / "ours.txt").write_text("ours\n")
-    commit = git.commit_and_push(ours, branch="switchyard/taken", message="m", token=None)
-    assert sh("--git-dir", str(remote), "rev-parse", f"{commit}^") == \
-        sh("rev-parse", "HEAD", cwd=other)
-    # History that does not contain ours is not overwritten
-    sh("push", "-q", "-f", "origin", "main:refs/heads/switchyard/taken", cwd=other)
-    (other / "x.txt").write_text("x\n")
-    sh("add", "-A", cwd=other)
-    sh("commit", "-qm", "x", cwd=other)
-    sh("push", "-q", "-f", "origin", "HEAD:refs/heads/switchyard/taken", cwd=other)
-    (ours / "ours2.txt").write_text("ours\n")
+    # Their commit follows our base, but ours is the whole tree: pushed, it would undo theirs
     with pytest.raises(PermanentError, match="commits this job did not make"):
         git.commit_and_push(ours, branch="switchyard/taken", message="m", token=None)
+    # Nor is history that no longer contains ours (a force-push over the agent's commit)
+    pushed = git.commit_and_push(ours, branch="switchyard/mine", message="m", token=None)
+    sh("push", "-q", "-f", "origin", "HEAD:refs/heads/switchyard/mine", cwd=other)
+    (ours / "ours2.txt").write_text("more\n")
+    with pytest.raises(PermanentError, match="commits this job did not make"):
+        git.commit_and_push(ours, branch="switchyard/mine", message="m2", token=None)
+    theirs = sh("rev-parse", "HEAD", cwd=other)
+    assert pushed != theirs
+    for branch in ("switchyard/taken", "switchyard/mine"):
+        assert sh("--git-dir", str(remote), "rev-parse", branch) == theirs
 
 
 def test_clone_of_a_branch_and_of_a_missing_branch(tmp_path, roots, remote):

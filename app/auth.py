@@ -22,18 +22,24 @@ from app.tokens import Caller, caller_for_digest, hash_token
 from app.web_sessions import SESSION_ID, caller_for_session
 from tasks.settings import get_settings
 
-# The cron hook checks X-Cron-Secret itself, /metrics the operator's metrics token.
+# The cron hook checks X-Cron-Secret itself, /metrics the operator's metrics token, a
+# webhook its sender's signature (app.routes.code).
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/api/openapi.json",
                           "/api/nightshift/run"})
+PUBLIC_PREFIXES = ("/api/webhooks/",)
 SESSION_TOKEN_HASH = "token_sha256"  # set by the UI's sign-in
 SESSION_CSRF = "csrf"
 CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
+def is_public(path: str) -> bool:
+    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
+
+
 def require_token() -> None:
     path = request.path
-    if path in PUBLIC_PATHS or not path.startswith(("/api/", "/ws/")):
+    if is_public(path) or not path.startswith(("/api/", "/ws/")):
         return
     digest, session_id = _credential(path)
     caller = authenticate(digest, session_id)

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from app import event_log
 from app.openapi_components import REF, UUID, obj, ref, typed
 from app.responses import RESPONSE_MODELS
+from app.routes.code import IGNORED_HEADER, CodeTaskBody
 from app.routes.effects import ResolveBody
 from app.routes.owner_jobs import RetryFilter
 from app.routes.secrets import SecretBody
@@ -56,7 +57,8 @@ BODIES: dict[str, type[BaseModel]] = {"ProjectCreate": ProjectCreate,
                                       "ProjectUpdate": ProjectUpdate, "JobCreate": JobCreate,
                                       "RetryFilter": RetryFilter, "LaunchBody": LaunchBody,
                                       "ChatBody": ChatBody, "DecisionBody": DecisionBody,
-                                      "SecretBody": SecretBody, "ResolveBody": ResolveBody}
+                                      "SecretBody": SecretBody, "ResolveBody": ResolveBody,
+                                      "CodeTaskBody": CodeTaskBody}
 
 
 def _json(description: str, schema: str) -> dict[str, Any]:
@@ -261,6 +263,7 @@ def paths() -> dict[str, Any]:
         **_startup_paths(json_body),
         **_secret_paths(json_body),
         **_artifact_paths(),
+        **_code_paths(json_body),
         "/api/monitor/queues": {"get": _op(
             "monitor_queues", "Per queue and job type: backlog, failures, throughput of the "
             "caller's jobs (an admin token: every tenant's; `scope` says which).",
@@ -348,6 +351,43 @@ def _secret_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
             "delete": _op("delete_secret", "Forget a secret.", done, (404, 422),
                           params=[PID, name]),
         },
+    }
+
+
+def _code_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
+    started = _json("Enqueued.", "JobStarted")
+    again = _json("Enqueued before (the same idempotency key, or the same issue or comment "
+                  "delivered again): that job.", "JobStarted")
+    github_headers = [
+        {"name": "X-GitHub-Event", "in": "header", "required": False, "schema": typed("string"),
+         "description": "`issues`, `issue_comment`, `ping`…; any other starts nothing."},
+        {"name": "X-GitHub-Delivery", "in": "header", "required": False,
+         "schema": typed("string"), "description": "The delivery's id (logged)."},
+    ]
+    webhook = _op(
+        "github_webhook", "GitHub's webhook (no bearer token: the project's "
+        "`github_webhook_secret` secret signs each delivery, `X-Hub-Signature-256`). An issue "
+        "labelled `agent` (opened with it or given it) or a `/agent fix` comment on a pull "
+        "request by an OWNER, MEMBER or COLLABORATOR starts `code.run_task`; one job per issue "
+        "or comment, however often it is delivered.",
+        {202: started, 200: again,
+         204: {"description": "The event starts nothing; the header says why.",
+               "headers": {IGNORED_HEADER: {"schema": typed("string")}}},
+         401: _error("No or a wrong signature, or no such project, or the project has no "
+                     "`github_webhook_secret` (which of these is not told)."),
+         502: _error("GitHub did not tell the pull request's branch (`github_error`).")},
+        (400, 413, 503), secured=False, params=[PID, *github_headers],
+        security=[{"github_signature": []}])
+    webhook["requestBody"] = {"required": True, "content": {
+        JSON: {"schema": typed("object")},
+        "application/x-www-form-urlencoded": {"schema": obj({"payload": typed("string")})}}}
+    return {
+        "/api/projects/{pid}/code-tasks": {"post": _op(
+            "create_code_task", "Start the coding agent on a repository (`code.run_task`): "
+            "it clones `repo_url`, works on `task`, pushes a branch and, with `github_repo`, "
+            "opens a pull request.", {202: started, 200: again}, (*json_body, 404),
+            params=[PID], body="CodeTaskBody")},
+        "/api/webhooks/github/{pid}": {"post": webhook},
     }
 
 
@@ -483,7 +523,7 @@ PRODUCERS: dict[str, tuple[str, str]] = {
     "create_job": ("jid", "/job_id"), "launch": ("jid", "/job_id"),
     "post_chat": ("jid", "/job_id"), "list_jobs": ("jid", "/items/0/id"),
     "inbox": ("aid", "/items/0/id"), "list_effects": ("eid", "/items/0/id"),
-    "list_artifacts": ("artid", "/items/0/id"),
+    "list_artifacts": ("artid", "/items/0/id"), "create_code_task": ("jid", "/job_id"),
 }
 NOT_LINKED = ("project_events", "job_events")
 
@@ -529,6 +569,10 @@ def build_document() -> dict[str, Any]:
                          "description": "The deployment's SWITCHYARD cron secret."},
                 "metrics": {"type": "http", "scheme": "bearer",
                             "description": "The operator's SWITCHYARD_METRICS_TOKEN."},
+                "github_signature": {
+                    "type": "apiKey", "in": "header", "name": "X-Hub-Signature-256",
+                    "description": "`sha256=` and the HMAC-SHA256 of the body under the "
+                                   "project's `github_webhook_secret` secret."},
             },
         },
         "security": SECURED,

@@ -12,6 +12,7 @@ from app.auth import require_token
 from app.errors import register_error_handlers
 from app.routes import (
     artifacts,
+    code,
     effects,
     health,
     jobs,
@@ -50,7 +51,7 @@ def create_app() -> Flask:
     app.teardown_request(db.release)
     for bp in (health.bp, projects.bp, jobs.bp, streams.bp, monitor.bp, openapi.bp,
                owner_jobs.bp, startup.bp, secrets.bp, effects.bp, outputs.bp, artifacts.bp,
-               ui.bp):
+               code.bp, ui.bp):
         app.register_blueprint(bp)
     streams.sock.init_app(app)
     app.wsgi_app = CloseUnreadBody(app.wsgi_app)  # type: ignore[method-assign]

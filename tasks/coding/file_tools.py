@@ -13,7 +13,9 @@ import stat
 import subprocess
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from tasks.coding.lint import lint_note
 from tasks.coding.sandbox import SANDBOX_PATH, RunPolicy, hand_over
@@ -28,6 +30,7 @@ SEARCH_MAX_MATCHES = 200
 SEARCH_MAX_CHARS = 20_000
 SEARCH_TIMEOUT_SECONDS = 30.0
 BINARY_SNIFF_BYTES = 8192
+EDIT_MAX_BYTES = 8 * 1024 * 1024  # edit_file holds the file in memory, twice
 
 
 def list_files(ws: Workspace, path: str = ".", depth: int = 2) -> str:
@@ -85,12 +88,13 @@ def read_file(ws: Workspace, path: str, start_line: int = 1, end_line: int | Non
             raise ToolError(f"{path} is a binary file ({real.stat().st_size} bytes); "
                             "read_file shows text only")
         f.seek(0)
-        for total, raw in enumerate(f, 1):  # streamed: only the lines asked for are kept
+        for total, raw in enumerate(_bounded_lines(f), 1):  # only lines asked for are kept
             if capped or total < start_line or (end_line is not None and total > end_line):
                 continue
             line = raw.rstrip(b"\r\n").decode("utf-8", errors="replace")
-            if len(line) > LINE_MAX_CHARS:
-                line = line[:LINE_MAX_CHARS] + f" [... {len(line) - LINE_MAX_CHARS} chars cut]"
+            overlong = len(raw) == _LINE_BYTES and not raw.endswith(b"\n")
+            if overlong or len(line) > LINE_MAX_CHARS:
+                line = line[:LINE_MAX_CHARS] + " [... rest of the line cut]"
             if len(shown) == READ_MAX_LINES or size + len(line) > READ_MAX_CHARS:
                 capped = True
                 continue
@@ -167,6 +171,18 @@ def search(ws: Workspace, pattern: str, path: str = ".") -> str:
     return text
 
 
+_LINE_BYTES = 4 * LINE_MAX_CHARS  # enough bytes for LINE_MAX_CHARS characters of UTF-8
+
+
+def _bounded_lines(f: BinaryIO) -> Iterator[bytes]:
+    """The file's lines, each at most _LINE_BYTES: a 1 GB line must not land in memory."""
+    while piece := f.readline(_LINE_BYTES):
+        if len(piece) == _LINE_BYTES and not piece.endswith(b"\n"):
+            while (rest := f.readline(_LINE_BYTES)) and not rest.endswith(b"\n"):
+                pass  # the rest of an over-long line: read past, never kept
+        yield piece
+
+
 def _regular_file(ws: Workspace, path: str) -> Path:
     """An existing regular file (opening a FIFO the model made would block the worker)."""
     real = ws.resolve(path)
@@ -179,6 +195,10 @@ def _regular_file(ws: Workspace, path: str) -> Path:
 
 
 def _read_text(real: Path, path: str) -> str:
+    size = real.stat().st_size
+    if size > EDIT_MAX_BYTES:
+        raise ToolError(f"{path} is too large for edit_file ({size} bytes, at most "
+                        f"{EDIT_MAX_BYTES}); change it with run")
     data = real.read_bytes()
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         raise ToolError(f"{path} is a binary file ({len(data)} bytes); edit_file edits text")

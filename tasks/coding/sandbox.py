@@ -36,6 +36,13 @@ DRAIN_SECONDS = 1.0
 # PID 1 of a namespace ignores the signals it has no handler for (`kill $$` would do
 # nothing), so the command runs as its child; `exit $?` keeps bash from exec'ing it.
 INIT_SCRIPT = '"$0" -c "$1"; exit $?'
+# The worker's own git, on a tree a command has written, runs with these: the tree may hold
+# a nested repository (planted, or a submodule's checkout) whose config git would otherwise
+# execute as the worker (core.fsmonitor, diff.external) when it recurses into it; status
+# and diff do that for any gitlink, and `git add -A` turns a planted repository into one.
+WORKER_GIT_CONFIG = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+                     "-c", "diff.ignoreSubmodules=all", "-c", "submodule.recurse=false",
+                     "-c", "status.submoduleSummary=false")
 
 
 class SandboxUnavailable(PermanentError):
@@ -271,9 +278,12 @@ def prepare_for_sandbox(root: Path, uid: int = SANDBOX_UID, gid: int = SANDBOX_G
     for gid and sticky: commands can create and remove their own entries at the top but
     cannot rename or replace .git, whose hooks and config would run as root when the worker
     commits. Because the root and .git stay root's, the worker's own git needs no
-    `safe.directory`; a tree chowned whole to the sandbox user would need
-    `git -c safe.directory=*`. Call again after the worker writes into the tree (clone,
-    restore). A no-op when the worker is not root (commands then run as the worker).
+    `safe.directory` (a tree chowned whole to the sandbox user would need
+    `git -c safe.directory=*`, which also turns off git's ownership check for any nested
+    repository: avoid it). The worker's git must still pass WORKER_GIT_CONFIG, and should
+    not commit `workspace.nested_repositories`. Call again after the worker writes into
+    the tree (clone, restore). A no-op when the worker is not root (commands then run as
+    the worker).
     """
     if os.geteuid() != 0:
         return

@@ -60,6 +60,21 @@ class Workspace:
         return real.relative_to(root).as_posix() or "."
 
 
+def nested_repositories(root: Path) -> list[str]:
+    """Directories below the root with a .git of their own, relative to the root.
+
+    A command may plant one; `git add -A` would take it in as a gitlink and later git
+    commands would run its config. The worker's git should leave these out (or refuse).
+    """
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):  # never follows symlinks
+        here = Path(dirpath)
+        if here != root and (".git" in dirnames or ".git" in filenames):
+            found.append(here.relative_to(root).as_posix())
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+    return sorted(found)
+
+
 def workspace_for(job_id: str) -> Workspace:
     """The job's workspace under the settings' workspaces_dir (the directory is not created).
 

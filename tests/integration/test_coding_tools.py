@@ -21,13 +21,14 @@ import pytest
 
 from tasks.coding import file_tools, sandbox
 from tasks.coding.sandbox import (
+    WORKER_GIT_CONFIG,
     RunPolicy,
     SandboxUnavailable,
     prepare_for_sandbox,
     run_command,
 )
 from tasks.coding.tools import run_tool
-from tasks.coding.workspace import Workspace
+from tasks.coding.workspace import Workspace, nested_repositories
 from tests.conftest import wait_until
 
 POLICY = RunPolicy(timeout_seconds=20, memory_mb=1024, output_chars=5000)
@@ -298,6 +299,33 @@ def test_commands_work_the_tree_but_cannot_touch_git_internals(ws: Workspace) ->
     status = git(root, "status", "--short")
     assert status.returncode == 0, status.stderr
     assert " M README.md" in status.stdout
+
+
+@needs_root
+def test_a_planted_repository_cannot_run_code_through_the_workers_git(ws: Workspace) -> None:
+    root = ws.root
+    git(root, "init", "-q")
+    git(root, "add", "README.md")
+    assert git(root, "commit", "-qm", "base").returncode == 0
+    prepare_for_sandbox(root)
+    witness = Path(tempfile.mkdtemp(prefix="switchyard-test-witness-"))  # root's only: 0700
+    marker = witness / "ran-as-root"
+    try:
+        plant = run_command(root, "echo work >> README.md && mkdir evil && cd evil && "
+                            "git init -q && echo x > f && "
+                            "git add f && git -c user.name=a -c user.email=b commit -qm e && "
+                            f"git config core.fsmonitor 'touch {marker}; false'", POLICY)
+        assert plant.exit_code == 0, plant.output
+        assert nested_repositories(root) == ["evil"]
+        for args in [("add", "-A"), ("status", "--short"), ("diff", "--cached", "--stat"),
+                     ("commit", "-qm", "work"), ("diff", "HEAD~1", "--stat")]:
+            done = git(root, *WORKER_GIT_CONFIG, *args)
+            assert done.returncode == 0, (args, done.stderr)
+            assert not marker.exists(), args
+        git(root, "status", "--short")  # the control: without the config git runs it
+        assert marker.exists()
+    finally:
+        shutil.rmtree(witness)
 
 
 def test_files_the_tools_write_stay_workable_for_commands(ws: Workspace) -> None:

@@ -28,7 +28,7 @@ from tasks.coding.tools import (
     run_tool,
     schemas_for,
 )
-from tasks.coding.workspace import ToolError, Workspace, workspace_for
+from tasks.coding.workspace import ToolError, Workspace, nested_repositories, workspace_for
 
 POLICY = RunPolicy(timeout_seconds=5, memory_mb=512, output_chars=2000)
 
@@ -123,6 +123,15 @@ def test_workspace_for_is_the_job_directory_under_the_workspaces_dir(tmp_path: P
         get_settings.cache_clear()
 
 
+def test_nested_repositories_are_found_whatever_their_git_is(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()  # the checkout's own: not nested
+    (tmp_path / "a" / "b" / ".git").mkdir(parents=True)  # a planted repository
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / ".git").write_text("gitdir: ../.git/modules/c\n")  # a submodule
+    (tmp_path / "d").mkdir()
+    assert nested_repositories(tmp_path) == ["a/b", "c"]
+
+
 def test_read_file_numbers_the_lines_of_the_range_asked_for(ws: Workspace) -> None:
     (ws.root / "ten.txt").write_text("".join(f"line {n}\n" for n in range(1, 11)))
     out = call(ws, "read_file", path="ten.txt", start_line=3, end_line=5)
@@ -145,6 +154,20 @@ def test_read_file_caps_a_long_file_and_says_where_to_go_on(ws: Workspace) -> No
     last = 100 + file_tools.READ_MAX_LINES
     assert lines[-1] == (f"[lines 101-{last} of 1000 shown; read more with "
                          f"start_line={last + 1}]")
+
+
+def test_read_file_cuts_an_overlong_line_without_losing_the_line_count(ws: Workspace) -> None:
+    (ws.root / "min.js").write_text("first\n" + "x" * 5_000_000 + "\nthird\n")
+    out = call(ws, "read_file", path="min.js").content.splitlines()
+    assert out[0] == "     1\tfirst" and out[2] == "     3\tthird"
+    assert out[1] == "     2\t" + "x" * file_tools.LINE_MAX_CHARS + " [... rest of the line cut]"
+
+
+def test_edit_file_refuses_a_file_too_large_to_hold(ws: Workspace, monkeypatch) -> None:
+    monkeypatch.setattr(file_tools, "EDIT_MAX_BYTES", 100)
+    (ws.root / "big.txt").write_text("y\n" * 100)
+    out = call(ws, "edit_file", path="big.txt", old="y", new="z")
+    assert out.is_error and "too large for edit_file (200 bytes" in out.content
 
 
 def test_read_file_refuses_binaries_directories_fifos_and_missing_files(ws: Workspace) -> None:

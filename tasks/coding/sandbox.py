@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import functools
 import os
 import select
 import shutil
@@ -160,15 +159,23 @@ def sandbox_argv(command: str, policy: RunPolicy, host: Host, namespaces: list[s
     return [*namespaces, *limits, *user, *shell]
 
 
-@functools.lru_cache(maxsize=8)
+_PROBED_OK: set[tuple[str, ...]] = set()  # a success holds for the worker's life; a failure
+# may have been passing (a process limit), so it is asked again next time
+
+
 def _probe(prefix: tuple[str, ...], bash: str) -> str:
-    """'' when this machine can create these namespaces, else why not (cached per worker)."""
+    """'' when this machine can create these namespaces, else why not."""
+    if prefix in _PROBED_OK:
+        return ""
     try:
         done = subprocess.run([*prefix, bash, "-c", ":"], capture_output=True, text=True,
                               timeout=30, env={"PATH": SANDBOX_PATH}, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
-    return "" if done.returncode == 0 else (done.stderr.strip() or f"exit {done.returncode}")
+    if done.returncode != 0:
+        return done.stderr.strip() or f"exit {done.returncode}"
+    _PROBED_OK.add(prefix)
+    return ""
 
 
 def namespaces_for(policy: RunPolicy, host: Host) -> list[str]:
@@ -234,9 +241,12 @@ def _pump(proc: subprocess.Popen[bytes], cap: OutputCap, deadline: float,
         if not ready:
             continue
         chunk = os.read(fd, 65536)
-        if not chunk:
+        if not chunk:  # the pipe is closed, but the command may live on (`exec >&-`)
             cap.feed(decoder.decode(b"", final=True))
-            proc.wait()
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                return "timeout"
             return "exited"
         cap.feed(decoder.decode(chunk))
         if cap.total > flood:
@@ -279,11 +289,11 @@ def prepare_for_sandbox(root: Path, uid: int = SANDBOX_UID, gid: int = SANDBOX_G
     cannot rename or replace .git, whose hooks and config would run as root when the worker
     commits. Because the root and .git stay root's, the worker's own git needs no
     `safe.directory` (a tree chowned whole to the sandbox user would need
-    `git -c safe.directory=*`, which also turns off git's ownership check for any nested
-    repository: avoid it). The worker's git must still pass WORKER_GIT_CONFIG, and should
-    not commit `workspace.nested_repositories`. Call again after the worker writes into
-    the tree (clone, restore). A no-op when the worker is not root (commands then run as
-    the worker).
+    `git -c safe.directory=*`). Ownership does not guard nested repositories (git enters
+    a submodule with GIT_DIR set, skipping its ownership check): the worker's git must
+    pass WORKER_GIT_CONFIG, and should not commit `workspace.nested_repositories`. Call
+    again after the worker writes into the tree (clone, restore). A no-op when the worker
+    is not root (commands then run as the worker).
     """
     if os.geteuid() != 0:
         return

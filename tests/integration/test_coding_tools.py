@@ -86,6 +86,26 @@ def test_a_command_past_its_timeout_dies_with_everything_it_started(ws: Workspac
     wait_until(lambda: not alive(t), timeout=5, what=f"processes of {t} to be gone")
 
 
+@pytest.fixture
+def no_unshare(monkeypatch) -> None:
+    """A worker without util-linux's unshare: no namespaces, only the process group."""
+    real_which = shutil.which
+    monkeypatch.setattr(sandbox.shutil, "which",
+                        lambda name, *a, **k: None if name == "unshare" else real_which(name))
+
+
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "process group only"])
+def test_a_command_that_closes_its_output_still_meets_the_timeout(
+        ws: Workspace, request, namespaces: bool) -> None:
+    if not namespaces:
+        request.getfixturevalue("no_unshare")
+    t = token()
+    result = run_command(ws.root, f"exec >&- 2>&-; sleep 1000.{t}",
+                         policy(timeout_seconds=2, network=not namespaces))
+    assert result.timed_out and result.exit_code is None and result.seconds < 8
+    wait_until(lambda: not alive(t), timeout=5, what="the sleeper to be gone")
+
+
 def test_a_background_child_holding_the_pipe_does_not_hold_the_command(ws: Workspace) -> None:
     t = token()
     result = run_command(ws.root, f"sleep 1000.{t} & setsid sleep 1001.{t} & echo done",
@@ -207,10 +227,7 @@ def test_network_when_the_project_allows_it(ws: Workspace, listener) -> None:
 
 
 def test_without_unshare_a_command_that_must_not_have_network_is_refused(
-        ws: Workspace, monkeypatch) -> None:
-    real_which = shutil.which
-    monkeypatch.setattr(sandbox.shutil, "which",
-                        lambda name, *a, **k: None if name == "unshare" else real_which(name))
+        ws: Workspace, no_unshare: None) -> None:
     with pytest.raises(SandboxUnavailable, match="unshare"):
         run_command(ws.root, "true", POLICY)
     with pytest.raises(SandboxUnavailable):  # not an error result the model could shrug off

@@ -132,11 +132,15 @@ def sandbox_env(home: Path) -> dict[str, str]:
             "TERM": "dumb", "CI": "true", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def namespace_flags(policy: RunPolicy, as_root: bool) -> list[str]:
+def namespace_flags(policy: RunPolicy, as_root: bool) -> list[list[str]]:
+    """unshare's flags, the best first: the first this machine accepts is used."""
     flags = [] if policy.network else ["--net"]
     flags += ["--pid", "--fork", "--kill-child", "--mount-proc"]
-    # Unprivileged, namespaces need a user namespace of their own (mapped to root inside).
-    return flags if as_root else ["--user", "--map-root-user", *flags]
+    if as_root:
+        return [flags]
+    # Unprivileged, namespaces need a user namespace of their own: the worker's uid mapped
+    # to itself (util-linux 2.38+), else to root inside it.
+    return [["--user", "--map-current-user", *flags], ["--user", "--map-root-user", *flags]]
 
 
 def sandbox_argv(command: str, policy: RunPolicy, host: Host, namespaces: list[str]) -> list[str]:
@@ -185,12 +189,16 @@ def namespaces_for(policy: RunPolicy, host: Host) -> list[str]:
             return []
         raise SandboxUnavailable("unshare (util-linux) is not installed: refusing to run a "
                                  "command with network access it must not have")
-    prefix = [host.unshare, *namespace_flags(policy, host.as_root), "--"]
-    why = _probe(tuple(prefix), host.bash)
-    if why and not policy.network:
-        raise SandboxUnavailable(f"cannot create a network namespace ({why}): refusing to run "
-                                 "a command with network access it must not have")
-    return [] if why else prefix
+    why = ""
+    for flags in namespace_flags(policy, host.as_root):
+        prefix = [host.unshare, *flags, "--"]
+        why = _probe(tuple(prefix), host.bash)
+        if not why:
+            return prefix
+    if policy.network:
+        return []  # the process group still ends what the command starts
+    raise SandboxUnavailable(f"cannot create a network namespace ({why}): refusing to run "
+                             "a command with network access it must not have")
 
 
 def run_command(cwd: Path, command: str, policy: RunPolicy) -> CommandResult:

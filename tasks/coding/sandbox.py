@@ -4,8 +4,8 @@ Fences, each a plain util-linux tool in front of `bash -c` (no preexec_fn: the w
 threads): `unshare` gives a new network namespace (no network, not even the loopback where
 PostgreSQL and Redis listen) and a new PID namespace (everything the command starts dies with
 it); `prlimit` caps memory, processes, file size and core dumps; `setpriv` drops a root
-worker to an unprivileged uid. The environment is an allow-list, the clock and the output
-are capped.
+worker to an unprivileged uid (an unprivileged worker gets the namespaces through a user
+namespace instead). The environment is an allow-list, the clock and the output are capped.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks.errors import SwitchyardError
 from tasks.settings import get_settings
 
 # A job id names one directory: no separators, no dot-only names, nothing an option
@@ -18,8 +19,11 @@ from tasks.settings import get_settings
 _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 
-class ToolError(Exception):
-    """A tool's own failure: its message goes back to the model, which can try again."""
+class ToolError(SwitchyardError):
+    """A tool's own failure: its message goes back to the model, which can try again.
+
+    `run_tool` turns it into an error result; it escapes only from direct calls.
+    """
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""What a source file defines and refers to, read with tree-sitter: the raw material of the repo map.
+"""What a source file defines and refers to, read by tree-sitter: the repo map's raw material.
 
 Definitions come from one query per language (its `@def` node, `@name`, optional `@body`); the
 signature shown to the model is the definition's text up to its body. References are every
@@ -112,11 +112,20 @@ REFERENCE_NODES: dict[str, tuple[str, ...]] = {
     "ruby": ("identifier", "constant"),
 }
 
+# Definitions whose members are part of the interface; what a function defines is its own.
+CONTAINERS = frozenset({
+    "class_definition", "class_declaration", "abstract_class_declaration", "class",
+    "interface_declaration", "enum_declaration", "record_declaration", "internal_module",
+    "type_spec", "struct_item", "enum_item",
+    "trait_item", "impl_item", "mod_item", "module", "annotation_type_declaration",
+})
 SIGNATURE_MAX_CHARS = 160
 # Go's `type_spec` starts after the keyword (which may open a group of several specs).
 _PREFIX = {"type_spec": "type "}
 _ANNOTATIONS = re.compile(r"^(?:@[\w.]+(?:\([^()]*\))?\s+)+")
 _WHITESPACE = re.compile(r"\s+")
+_OPEN = re.compile(r"([(\[]) ")
+_CLOSE = re.compile(r",? ([)\]])")
 
 
 @dataclass(frozen=True)
@@ -175,17 +184,19 @@ def _order(item: tuple[ts.Node, ts.Node, ts.Node | None]) -> tuple[int, int, int
 def _nest(source: bytes, items: list[tuple[ts.Node, ts.Node, ts.Node | None]]
           ) -> tuple[Definition, ...]:
     definitions: list[Definition] = []
-    enclosing: list[int] = []  # end bytes of the definitions around the current one
+    enclosing: list[ts.Node] = []  # the definitions around the current one, outermost first
     for node, name, body in items:
-        while enclosing and enclosing[-1] <= node.start_byte:
+        while enclosing and enclosing[-1].end_byte <= node.start_byte:
             enclosing.pop()
+        if enclosing and enclosing[-1].type not in CONTAINERS:
+            continue  # a function's local helper: no part of the file's interface
         definitions.append(Definition(
             name=source[name.start_byte:name.end_byte].decode("utf-8", "replace"),
             signature=signature(source, node, body),
             line=node.start_point[0],
             depth=len(enclosing),
         ))
-        enclosing.append(node.end_byte)
+        enclosing.append(node)
     return tuple(definitions)
 
 
@@ -197,7 +208,11 @@ def signature(source: bytes, node: ts.Node, body: ts.Node | None) -> str:
         # No body node (a type, a constant, a declaration): its first line, up to any block.
         first = source[node.start_byte:node.end_byte].decode("utf-8", "replace").split("\n", 1)[0]
         head = first.split("{", 1)[0]
-    text = _ANNOTATIONS.sub("", _WHITESPACE.sub(" ", head).strip())
+    text = head.strip()
+    if "\n" in text or "  " in text or "\t" in text or text.startswith("@"):  # rare: skip if not
+        text = _ANNOTATIONS.sub("", _WHITESPACE.sub(" ", text))
+        # A signature laid out one parameter a line, joined: `f( a, b, )` reads `f(a, b)`.
+        text = _CLOSE.sub(r"\1", _OPEN.sub(r"\1", text))
     # What opens the body is noise once the body is gone.
     while text and text[-1] in "{([:=;":
         text = text[:-1].rstrip()

@@ -102,10 +102,11 @@ def _read(path: Path) -> bytes | None:
 
 def render(symbols: dict[str, FileSymbols], ranking: Ranking, budget: int, total: int
            ) -> tuple[str, list[FileEntry]]:
-    """As many of the best definitions as fit in `budget` chars, grouped by file, files best first;
-    then the paths of other files while room is left."""
+    """As many of the best definitions as fit in `budget` chars, grouped by file, files best first
+    (those the focus names before all), then the paths of other files while room is left."""
     ranks = ranking.ranks
-    ordered = sorted(symbols, key=lambda p: (-ranks[p], p))
+    # The focus sends its rank on to what it uses, which may outrank it: it still leads.
+    ordered = sorted(symbols, key=lambda p: (p not in ranking.focused, -ranks[p], p))
     items = _priorities(ordered, symbols, ranking)
     low, high = 0, len(items)  # the longest prefix of `items` that fits: sizes grow with it
     while low < high:

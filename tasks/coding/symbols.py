@@ -124,6 +124,10 @@ SIGNATURE_MAX_CHARS = 160
 _PREFIX = {"type_spec": "type "}
 _ANNOTATIONS = re.compile(r"^(?:@[\w.]+(?:\([^()]*\))?\s+)+")
 _WHITESPACE = re.compile(r"\s+")
+# A line comment inside a signature laid out over lines (`x: int,  # why`); a marker right
+# after other text (`"#fff"`, `http://`) is taken for part of a value.
+_LINE_COMMENT = {marker: re.compile(rf"(?:^|(?<=[\s(,])){marker}[^\n]*", re.MULTILINE)
+                 for marker in ("#", "//")}
 _OPEN = re.compile(r"([(\[]) ")
 _CLOSE = re.compile(r",? ([)\]])")
 
@@ -173,7 +177,8 @@ def extract(source: bytes, language: str) -> FileSymbols:
         for node in ts.QueryCursor(ref_query).captures(root).get("ref", ())
         if (node.start_byte, node.end_byte) not in name_spans
     )
-    return FileSymbols(_nest(source, sorted(found.values(), key=_order)), references)
+    comment = _LINE_COMMENT["#" if language in ("python", "ruby") else "//"]
+    return FileSymbols(_nest(source, sorted(found.values(), key=_order), comment), references)
 
 
 def _order(item: tuple[ts.Node, ts.Node, ts.Node | None]) -> tuple[int, int, int]:
@@ -181,8 +186,8 @@ def _order(item: tuple[ts.Node, ts.Node, ts.Node | None]) -> tuple[int, int, int
     return node.start_byte, -node.end_byte, name.start_byte
 
 
-def _nest(source: bytes, items: list[tuple[ts.Node, ts.Node, ts.Node | None]]
-          ) -> tuple[Definition, ...]:
+def _nest(source: bytes, items: list[tuple[ts.Node, ts.Node, ts.Node | None]],
+          comment: re.Pattern[str]) -> tuple[Definition, ...]:
     definitions: list[Definition] = []
     enclosing: list[ts.Node] = []  # the definitions around the current one, outermost first
     for node, name, body in items:
@@ -192,7 +197,7 @@ def _nest(source: bytes, items: list[tuple[ts.Node, ts.Node, ts.Node | None]]
             continue  # a function's local helper: no part of the file's interface
         definitions.append(Definition(
             name=source[name.start_byte:name.end_byte].decode("utf-8", "replace"),
-            signature=signature(source, node, body),
+            signature=signature(source, node, body, comment),
             line=node.start_point[0],
             depth=len(enclosing),
         ))
@@ -200,7 +205,8 @@ def _nest(source: bytes, items: list[tuple[ts.Node, ts.Node, ts.Node | None]]
     return tuple(definitions)
 
 
-def signature(source: bytes, node: ts.Node, body: ts.Node | None) -> str:
+def signature(source: bytes, node: ts.Node, body: ts.Node | None,
+              comment: re.Pattern[str] = _LINE_COMMENT["#"]) -> str:
     """The definition's head on one line: its text up to the body, else its first line."""
     if body is not None and body.start_byte > node.start_byte:
         head = source[node.start_byte:body.start_byte].decode("utf-8", "replace")
@@ -210,7 +216,7 @@ def signature(source: bytes, node: ts.Node, body: ts.Node | None) -> str:
         head = first.split("{", 1)[0]
     text = head.strip()
     if "\n" in text or "  " in text or "\t" in text or text.startswith("@"):  # rare: skip if not
-        text = _ANNOTATIONS.sub("", _WHITESPACE.sub(" ", text))
+        text = _ANNOTATIONS.sub("", _WHITESPACE.sub(" ", comment.sub("", text)))
         # A signature laid out one parameter a line, joined: `f( a, b, )` reads `f(a, b)`.
         text = _CLOSE.sub(r"\1", _OPEN.sub(r"\1", text))
     # What opens the body is noise once the body is gone.

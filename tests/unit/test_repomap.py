@@ -142,14 +142,17 @@ def test_a_file_cap_keeps_the_shallowest_files(repo: Path) -> None:
     assert build_map(repo, max_files=2).total_files == 8
 
 
-@pytest.mark.parametrize("budget", [120, 300, 700, 2000, 8000])
-def test_the_map_fits_its_budget(repo: Path, budget: int) -> None:
-    repo_map = build_map(repo, budget_chars=budget)
-    assert 0 < len(repo_map.text) <= budget
-    for entry in repo_map.files:
-        assert entry.path in repo_map.text
-        for line in entry.definitions:
-            assert line in repo_map.text
+@pytest.mark.parametrize("focus", [(), ("web/view.js", "monthly_report")])
+def test_the_map_fits_every_budget_and_shows_what_it_lists(repo: Path,
+                                                           focus: tuple[str, ...]) -> None:
+    for budget in range(0, 1500, 7):
+        repo_map = build_map(repo, budget_chars=budget, focus=focus)
+        assert len(repo_map.text) <= budget
+        assert (len(repo_map.text) > 0) == (budget >= len("cli.py"))  # the shortest path
+        for entry in repo_map.files:
+            assert entry.path in repo_map.text
+            for line in entry.definitions:
+                assert line in repo_map.text
 
 
 def test_a_tight_budget_keeps_the_best_definitions(repo: Path) -> None:
@@ -206,6 +209,10 @@ SIGNATURES = [
     pytest.param("python", "class A(B):\n    def m(\n        self,\n        x: int,\n"
                  "    ) -> str:\n        return ''\n",
                  ["class A(B)", "  def m(self, x: int) -> str"], id="python, multi-line params"),
+    pytest.param("python", "def f(  # noqa: D102\n    color='#fff',  # why\n) -> None:\n"
+                 "    pass\n", ["def f(color='#fff') -> None"], id="python, comments dropped"),
+    pytest.param("javascript", "function f(\n  a, // first\n  url = 'http://x'\n) {}\n",
+                 ["function f(a, url = 'http://x')"], id="javascript, comments dropped"),
     pytest.param("python", "def outer():\n    def inner():\n        pass\n    return inner\n",
                  ["def outer()"], id="python, a function's local helper is not listed"),
     pytest.param("python", "LIMIT = 10\nCONFIG = {\n    'a': 1,\n}\n",

@@ -51,12 +51,12 @@ def detect_commands(root: Path) -> list[Check]:
     Every runner found is listed, a Makefile's `test` target too, even where it may run the
     same tests again: which one a project really uses cannot be told from its files.
     """
-    pyproject = _toml(root / "pyproject.toml")
-    package = _json(root / "package.json")
+    tools = _table(_toml(root / "pyproject.toml").get("tool"))
+    package = _table(_json(root / "package.json"))
     checks: list[Check] = []
-    if _uses_pytest(root, pyproject):
+    if _uses_pytest(root, tools):
         checks.append(PYTEST)
-    test_script = package.get("scripts", {}).get("test") if isinstance(package, dict) else None
+    test_script = _table(package.get("scripts")).get("test")
     if isinstance(test_script, str) and test_script.strip() \
             and _NPM_PLACEHOLDER not in test_script:
         checks.append(NPM_TEST)
@@ -67,11 +67,11 @@ def detect_commands(root: Path) -> list[Check]:
     if any(_MAKE_TEST_TARGET.search(_text(root / name))
            for name in ("GNUmakefile", "makefile", "Makefile")):
         checks.append(MAKE_TEST)
-    if "ruff" in pyproject.get("tool", {}) or (root / "ruff.toml").is_file() \
+    if "ruff" in tools or (root / "ruff.toml").is_file() \
             or (root / ".ruff.toml").is_file():
         checks.append(RUFF)
     if any((root / name).is_file() for name in _ESLINT_CONFIGS) \
-            or (isinstance(package, dict) and "eslintConfig" in package):
+            or "eslintConfig" in package:
         checks.append(ESLINT)
     return checks
 
@@ -82,8 +82,8 @@ def passed(check: Check, exit_code: int) -> bool:
     return exit_code == 0 or (check.command == PYTEST.command and exit_code == 5)
 
 
-def _uses_pytest(root: Path, pyproject: dict[str, Any]) -> bool:
-    if "pytest" in pyproject.get("tool", {}) or (root / "pytest.ini").is_file():
+def _uses_pytest(root: Path, tools: dict[str, Any]) -> bool:
+    if "pytest" in tools or (root / "pytest.ini").is_file():
         return True
     if _has_section(root / "setup.cfg", "tool:pytest") or _has_section(root / "tox.ini", "pytest"):
         return True
@@ -121,6 +121,11 @@ def _json(path: Path) -> Any:
         return json.loads(_text(path) or "{}")
     except ValueError:
         return {}
+
+
+def _table(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object or TOML table, else empty: odd files configure nothing."""
+    return value if isinstance(value, dict) else {}
 
 
 def _has_section(path: Path, section: str) -> bool:

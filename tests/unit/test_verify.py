@@ -76,6 +76,9 @@ DETECTION = [
                   "eslint.config.js": "", "Makefile": "test:\n\tpytest\n"},
                  [PYTEST, NPM_TEST, MAKE_TEST, RUFF, ESLINT], id="all at once, tests first"),
     pytest.param({"pyproject.toml": "[tool.pytest\nbroken"}, [], id="a broken pyproject"),
+    pytest.param({"package.json": '{"scripts": ["test"]}', "pyproject.toml": "tool = 1\n"}, [],
+                 id="odd shapes configure nothing"),
+    pytest.param({"package.json": "[1, 2]"}, [], id="a package.json that is no object"),
 ]
 
 

@@ -97,6 +97,7 @@ def _focused(symbols: Mapping[str, FileSymbols], defines: Mapping[str, set[str]]
             focused |= defines[term]
     return focused
 
+
 def pagerank(nodes: list[str], edges: Mapping[tuple[str, str], float],
              personalisation: Mapping[str, float] | None = None, *, damping: float = DAMPING,
              tolerance: float = 1e-9, max_iterations: int = 200) -> dict[str, float]:

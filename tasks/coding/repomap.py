@@ -150,8 +150,9 @@ def _priorities(ordered: list[str], symbols: dict[str, FileSymbols], ranking: Ra
         definitions = symbols[path].definitions
         received = [ranking.received.get((path, d.name), 0.0) for d in definitions]
         # A name defined twice in a file (an overload, a Rust impl) received its share once.
+        # (Summed in a fixed order: a set's order changes with the process's hash seed.)
         own = max(0.0, ranking.ranks[path] - sum(ranking.received.get((path, name), 0.0)
-                                                 for name in {d.name for d in definitions}))
+                                                 for name in sorted({d.name for d in definitions})))
         for i, d in enumerate(definitions):
             claims.append((path not in ranking.focused, -(received[i] + own / len(definitions)),
                            position[path], d.depth, i, path))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import tree_sitter as ts
-from tree_sitter_language_pack import get_language, get_parser
+from tree_sitter_language_pack import get_language
 
 LANGUAGE_BY_SUFFIX: dict[str, str] = {
     ".py": "python", ".pyi": "python",
@@ -116,8 +116,8 @@ REFERENCE_NODES: dict[str, tuple[str, ...]] = {
 CONTAINERS = frozenset({
     "class_definition", "class_declaration", "abstract_class_declaration", "class",
     "interface_declaration", "enum_declaration", "record_declaration", "internal_module",
-    "type_spec", "struct_item", "enum_item",
-    "trait_item", "impl_item", "mod_item", "module", "annotation_type_declaration",
+    "annotation_type_declaration", "type_spec", "struct_item", "enum_item", "trait_item",
+    "impl_item", "mod_item", "module",
 })
 SIGNATURE_MAX_CHARS = 160
 # Go's `type_spec` starts after the keyword (which may open a group of several specs).
@@ -152,18 +152,18 @@ def language_for(name: str) -> str | None:
 
 
 @cache
-def _queries(language: str) -> tuple[ts.Parser, ts.Query, ts.Query]:
-    # Compiled once per process: building a query costs far more than running it.
+def _queries(language: str) -> tuple[ts.Language, ts.Query, ts.Query]:
+    # Compiled once per process: building a query costs far more than running it. Queries are
+    # read-only once built; parsers are not, so each call gets its own (they cost microseconds).
     lang = get_language(language)  # type: ignore[arg-type]
     refs = " ".join(f"({node}) @ref" for node in REFERENCE_NODES[language])
-    return (get_parser(language),  # type: ignore[arg-type]
-            ts.Query(lang, DEFINITION_QUERIES[language]), ts.Query(lang, refs))
+    return lang, ts.Query(lang, DEFINITION_QUERIES[language]), ts.Query(lang, refs)
 
 
 def extract(source: bytes, language: str) -> FileSymbols:
     """The definitions (in source order) and references of one file's text."""
-    parser, def_query, ref_query = _queries(language)
-    root = parser.parse(source).root_node
+    lang, def_query, ref_query = _queries(language)
+    root = ts.Parser(lang).parse(source).root_node
     found: dict[int, tuple[ts.Node, ts.Node, ts.Node | None]] = {}
     for _, captures in ts.QueryCursor(def_query).matches(root):
         node, name = captures["def"][0], captures["name"][0]

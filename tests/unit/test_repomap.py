@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,6 +179,20 @@ def test_the_map_is_deterministic_and_json(repo: Path, tmp_path: Path) -> None:
     stored = json.loads(json.dumps(first.as_dict()))
     assert RepoMap.from_dict(stored) == first
     assert set(stored) == {"text", "files", "total_files"}
+
+
+def test_the_map_is_the_same_under_any_hash_seed(repo: Path) -> None:
+    # A replayed job runs in another process: set and dict orders must not leak into the map.
+    script = ("import json, sys; from pathlib import Path; from tasks.coding.repomap import "
+              "build_map; print(json.dumps(build_map(Path(sys.argv[1]), budget_chars=500, "
+              "focus=['web', 'connect_database', 'the']).as_dict()))")
+    outputs = {
+        subprocess.run([sys.executable, "-c", script, str(repo)], check=True, text=True,
+                       capture_output=True, cwd=Path(__file__).parents[2],
+                       env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(outputs) == 1
 
 
 def test_focus_brings_a_named_file_forward(repo: Path) -> None:

@@ -1,0 +1,274 @@
+"""How the agent checks its work: the commands a repository answers to, their output cut to what
+a model can read, and what goes back to the model after a failed round."""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import re
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Places that hold someone else's code or generated files: their tests are not the project's.
+_SKIP_DIRS = frozenset({"node_modules", "vendor", "third_party", "dist", "build", "target",
+                        "site-packages", "__pycache__", "venv", "env"})
+_TEST_FILES_SCANNED = 20_000  # a walk for test_*.py gives up after this many files
+# What `npm init` writes when there are no tests: running it can only fail.
+_NPM_PLACEHOLDER = "no test specified"
+_MAKE_TEST_TARGET = re.compile(r"^test\s*:(?!=)", re.MULTILINE)  # `test:`, not `test := x`
+_ESLINT_CONFIGS = (
+    "eslint.config.js", "eslint.config.mjs", "eslint.config.cjs", "eslint.config.ts",
+    "eslint.config.mts", "eslint.config.cts", ".eslintrc", ".eslintrc.js", ".eslintrc.cjs",
+    ".eslintrc.json", ".eslintrc.yml", ".eslintrc.yaml",
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    command: str
+
+
+# `python3 -m` so a console script missing from PATH does not matter; no caches, which would
+# otherwise land in the workspace and so in the patch.
+PYTEST = Check("pytest", "python3 -m pytest -q -p no:cacheprovider")
+NPM_TEST = Check("npm test", "npm test")
+CARGO_TEST = Check("cargo test", "cargo test")
+GO_TEST = Check("go test", "go test ./...")
+MAKE_TEST = Check("make test", "make test")
+RUFF = Check("ruff", "python3 -m ruff check --no-cache .")
+# --no-install: without a local eslint npx would fetch one, and the sandbox has no network.
+ESLINT = Check("eslint", "npx --no-install eslint .")
+
+
+def detect_commands(root: Path) -> list[Check]:
+    """The checks the repository at `root` is set up for: test runners first, then linters.
+
+    Every runner found is listed, a Makefile's `test` target too, even where it may run the
+    same tests again: which one a project really uses cannot be told from its files.
+    """
+    tools = _table(_toml(root / "pyproject.toml").get("tool"))
+    package = _table(_json(root / "package.json"))
+    checks: list[Check] = []
+    if _uses_pytest(root, tools):
+        checks.append(PYTEST)
+    test_script = _table(package.get("scripts")).get("test")
+    if isinstance(test_script, str) and test_script.strip() \
+            and _NPM_PLACEHOLDER not in test_script:
+        checks.append(NPM_TEST)
+    if (root / "Cargo.toml").is_file():
+        checks.append(CARGO_TEST)
+    if (root / "go.mod").is_file():
+        checks.append(GO_TEST)
+    if any(_MAKE_TEST_TARGET.search(_text(root / name))
+           for name in ("GNUmakefile", "makefile", "Makefile")):
+        checks.append(MAKE_TEST)
+    if "ruff" in tools or (root / "ruff.toml").is_file() \
+            or (root / ".ruff.toml").is_file():
+        checks.append(RUFF)
+    if any((root / name).is_file() for name in _ESLINT_CONFIGS) \
+            or "eslintConfig" in package:
+        checks.append(ESLINT)
+    return checks
+
+
+def passed(check: Check, exit_code: int) -> bool:
+    """Whether a check's exit code means success. pytest's 5 is "no tests collected": nothing
+    failed, and a repository without tests must not keep the agent failing forever."""
+    return exit_code == 0 or (check.command == PYTEST.command and exit_code == 5)
+
+
+def _uses_pytest(root: Path, tools: dict[str, Any]) -> bool:
+    if "pytest" in tools or (root / "pytest.ini").is_file():
+        return True
+    if _has_section(root / "setup.cfg", "tool:pytest") or _has_section(root / "tox.ini", "pytest"):
+        return True
+    return any((name.startswith("test_") and name.endswith(".py")) or name.endswith("_test.py")
+               for name in _walk_names(root))
+
+
+def _walk_names(root: Path) -> Iterator[str]:
+    seen = 0
+    for _, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
+        for name in sorted(files):
+            seen += 1
+            if seen > _TEST_FILES_SCANNED:
+                return
+            yield name
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace") if path.is_file() else ""
+    except OSError:
+        return ""
+
+
+def _toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(_text(path))
+    except tomllib.TOMLDecodeError:
+        return {}  # a broken pyproject configures nothing we could run
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(_text(path) or "{}")
+    except ValueError:
+        return {}
+
+
+def _table(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object or TOML table, else empty: odd files configure nothing."""
+    return value if isinstance(value, dict) else {}
+
+
+def _has_section(path: Path, section: str) -> bool:
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read_string(_text(path))
+    except configparser.Error:
+        return False
+    return parser.has_section(section)
+
+
+def truncate(output: str, limit: int) -> str:
+    """`output` within `limit` chars: its first 40 % and last 50 % (where test runners print
+    their summary), and a marker in between saying how much was cut."""
+    if len(output) <= limit:
+        return output
+    widest = len(_cut_marker(len(output)))
+    head, tail = limit * 4 // 10, limit * 5 // 10
+    if widest > limit - head - tail:  # a tiny limit: the marker's room comes off both ends
+        spare = max(0, limit - widest)
+        head, tail = spare * 4 // 9, spare - spare * 4 // 9
+    text = output[:head] + _cut_marker(len(output) - head - tail) + output[len(output) - tail:]
+    return text[:limit]
+
+
+def _cut_marker(cut: int) -> str:
+    return f"\n[… {cut} characters cut …]\n"
+
+
+def failure_summary(results: list[tuple[Check, int, str]], limit: int = 12_000) -> str:
+    """What the model reads after a round whose checks did not all pass: one line per check
+    that passed, and each failing one's command, exit code and output, cut to share `limit`."""
+    failed = [(check, code, output) for check, code, output in results if not passed(check, code)]
+    lines = [f"{check.name}: passed" for check, code, _ in results if passed(check, code)]
+    if not failed:
+        return "\n".join(lines or ["No checks ran."])
+    heads = [f"## {check.name} failed (exit code {code}): `{check.command}`"
+             for check, code, _ in failed]
+    fixed = sum(len(h) + 2 for h in heads) + sum(len(ln) + 1 for ln in lines)
+    share = max(200, (limit - fixed) // len(failed))
+    blocks = [f"{head}\n{truncate(output.strip(), share) or '(no output)'}"
+              for head, (_, _, output) in zip(heads, failed, strict=True)]
+    return "\n\n".join([*blocks, *(["\n".join(lines)] if lines else [])])
+
+
+# Debug mode: when a failure comes back after a fix, the model is patching symptoms; it is
+# told so, and shown what kept failing. "Comes back" is measured on the error's words with
+# everything that differs between two runs of the same failure normalised away.
+DEBUG_THRESHOLD = 0.7
+ERROR_KEEP_CHARS = 4000  # of each error kept in the history (it is stored with the job)
+MAX_ERRORS = 8
+
+_RUN_NOISE: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:z|[+-]\d{2}:?\d{2})?"),
+     " "),
+    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), " "),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), " "),
+    (re.compile(r"\b0x[0-9a-f]+\b"), " "),  # memory addresses, ids
+    (re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{8,}\b"), " "),  # hashes, object ids
+    (re.compile(r"\b(?:tmp|temp|pytest-of-|pytest-)[\w-]*"), " "),  # temp dir names left over
+    (re.compile(r"\b\d+(?:\.\d+)?\s*(?:ns|µs|us|ms|s|secs?|seconds?|min|minutes?|h)\b"), " "),
+    (re.compile(r"\d+"), " "),  # line, column, counts, pids, ports
+]
+# A run of path characters holding a separator. Tried only where such a run starts: from
+# inside a long run it would rescan the rest of it each time (quadratic).
+_PATH = re.compile(r"(?<![\w.~+@:/\\-])[\w.~+@:/\\-]*[/\\][\w.~+@:/\\-]*")
+_NORMALISED_CHARS = 20_000  # more would only cost time: an error's words are in its ends
+_TOKEN = re.compile(r"_*[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*")
+# Words every traceback and test report has: left in, they make any two failures look alike.
+_BOILERPLATE = frozenset({
+    "a", "an", "and", "at", "be", "by", "call", "collected", "error", "errors", "exit", "failed",
+    "failures", "file", "for", "from", "in", "is", "items", "last", "line", "most", "not", "of",
+    "on", "or", "passed", "platform", "py", "recent", "rootdir", "session", "short", "starts",
+    "summary", "test", "tests", "the", "to", "traceback", "warnings", "was", "with", "code",
+    "info",
+})
+
+
+def normalise_error(text: str) -> frozenset[str]:
+    """The error's words, lowercase, without what changes from run to run of the same failure
+    (paths' directories, line and column numbers, addresses, timestamps, durations, temp dirs)."""
+    text = _PATH.sub(_last_part, truncate(text, _NORMALISED_CHARS).lower())
+    for pattern, replacement in _RUN_NOISE:
+        text = pattern.sub(replacement, text)
+    return frozenset(t for t in _TOKEN.findall(text) if len(t) > 1 and t not in _BOILERPLATE)
+
+
+def _last_part(path: re.Match[str]) -> str:
+    """A path's last part: the file is the failure's, the directories are the run's."""
+    return " " + re.split(r"[/\\]", path.group().rstrip("/\\"))[-1] + " "
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a and not b:
+        return 1.0  # two silent failures look the same
+    return len(a & b) / len(a | b)
+
+
+class ErrorHistory:
+    """The errors of a job's rounds, oldest first; stored with the job as a JSON list."""
+
+    def __init__(self, errors: list[str] | None = None) -> None:
+        self.errors: list[str] = list(errors or [])[-MAX_ERRORS:]
+
+    def add(self, text: str) -> bool:
+        """Record an error; True when it repeats an earlier one (debug mode is due)."""
+        text = truncate(text, ERROR_KEEP_CHARS)
+        words = normalise_error(text)
+        repeats = any(jaccard(words, normalise_error(e)) >= DEBUG_THRESHOLD for e in self.errors)
+        self.errors = [*self.errors, text][-MAX_ERRORS:]
+        return repeats
+
+    def to_list(self) -> list[str]:
+        return list(self.errors)
+
+    @classmethod
+    def from_list(cls, errors: list[str]) -> ErrorHistory:
+        return cls(errors)
+
+    def __len__(self) -> int:
+        return len(self.errors)
+
+
+DEBUG_SYSTEM_PROMPT = """\
+Debug mode: the same failure has come back after an attempted fix. Stop patching symptoms.
+
+1. Compare the failures below: say what stayed the same across attempts and what your last \
+change did not affect.
+2. Form two or three hypotheses about the root cause, each with the evidence that would \
+confirm or refute it.
+3. Read the code path end to end, from the failing test or entry point to where the error is \
+raised, before changing anything.
+4. Add a minimal reproduction (a focused test, or a short script you run) that fails for the \
+reason you suspect.
+5. Fix the cause, not the message: do not special-case the test's inputs, catch and ignore the \
+exception, weaken or delete assertions, or skip tests.
+6. Run the reproduction, then the full checks. When a hypothesis proves wrong, say so and test \
+the next one."""
+
+
+def debug_prompt(history: ErrorHistory, per_error: int = 1500) -> str:
+    """Debug mode's instructions with the failures so far, each cut to `per_error` chars."""
+    failures = "\n\n".join(
+        f'<failure attempt="{i}">\n{truncate(error, per_error)}\n</failure>'
+        for i, error in enumerate(history.errors, start=1))
+    return f"{DEBUG_SYSTEM_PROMPT}\n\nThe failures so far, oldest first:\n\n{failures}"

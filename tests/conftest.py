@@ -64,6 +64,9 @@ def start_services() -> None:
 def pytest_configure(config: pytest.Config) -> None:
     global _tmp
     _tmp = Path(tempfile.mkdtemp(prefix="switchyard-tests-"))
+    # The coding agent's sandboxed commands run as an unprivileged user inside the data dir's
+    # workspaces: it must be able to pass through (not list) the directories above them.
+    _tmp.chmod(0o711)
     if not _only_unit_tests(config):
         start_services()  # before collection imports the modules that read settings
     os.environ["SWITCHYARD_DATA_DIR"] = str(_tmp / "data")

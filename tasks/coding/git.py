@@ -356,3 +356,24 @@ def _gitfile(dest: Path) -> None:
         shutil.rmtree(dot)
     dot.write_text(f"gitdir: {git_dir(dest)}\n")
 
+
+def current_branch(dest: Path) -> str:
+    """The branch the clone checked out ("main" for a repository that had none)."""
+    result = _git(dest, "symbolic-ref", "--quiet", "--short", "HEAD")
+    return result.out.decode().strip() if result.code == 0 else "main"
+
+
+def tracked_files(dest: Path) -> list[str]:
+    """The files a commit of the workspace holds, sorted."""
+    with _staged(dest, _base(dest)) as index:
+        out = check(_git(dest, "ls-files", "-z", index=index), "git ls-files")
+    return sorted(name for name in out.decode().split("\0") if name)
+
+
+def exclude(dest: Path, patterns: tuple[str, ...]) -> None:
+    """Never part of the change (the repository's own info/exclude, not its .gitignore)."""
+    info = git_dir(dest) / "info"
+    info.mkdir(exist_ok=True)
+    with (info / "exclude").open("a") as f:
+        f.write("\n".join(patterns) + "\n")
+

@@ -36,6 +36,10 @@ HARDENED = (
     "safe.directory=*",  # the sandbox user may own the work tree
     "core.hooksPath=/dev/null",
     "core.fsmonitor=false",
+    # A nested repository a command planted (or a submodule's checkout) is never entered.
+    "diff.ignoreSubmodules=all",
+    "submodule.recurse=false",
+    "status.submoduleSummary=false",
     "core.pager=cat",
     "core.askPass=",
     "credential.helper=",

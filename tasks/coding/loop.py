@@ -25,6 +25,9 @@ from tasks.llm.types import LLMRequest, LLMResult
 CONTEXT_TOKENS = 60_000  # what one call may carry, far below the model's window: cost
 EVENT_CHARS = 4000  # a tool's result as the job's feed shows it
 INPUT_CHARS = 2000  # each string of a tool's input, likewise
+# Never part of the change: what running the checks leaves behind.
+JUNK = ("__pycache__/", "*.pyc", ".pytest_cache/", ".ruff_cache/", ".mypy_cache/",
+        "node_modules/", ".venv/", "target/")
 
 
 @dataclass
@@ -43,8 +46,9 @@ class Checkout:
         """Make the directory hold exactly base + patch (after a crash, a move, a stray write)."""
         if self.synced:
             return
-        if not (self.ws.root / ".git").is_dir():  # another machine, or a cleaned data dir
+        if not git.git_dir(self.ws.root).is_dir():  # another machine, or a cleaned data dir
             git.clone(self.source, self.ws.root, token=self.token, branch=self.branch)
+            git.exclude(self.ws.root, JUNK)
         git.restore(self.ws.root, self.base, self.patch)
         sandbox.prepare_for_sandbox(self.ws.root)
         self.synced = True
@@ -89,7 +93,7 @@ class Agent:
     def ask(self, name: str, *, purpose: str, system: str, messages: list[dict[str, Any]],
             tool_names: tuple[str, ...] = (), max_tokens: int = 4096) -> LLMResult:
         """One model call as the step `name`; its answer replays from the journal."""
-        fitted = context_budget.fit(messages, CONTEXT_TOKENS)
+        fitted = context_budget.fit(messages, CONTEXT_TOKENS, system=system)
         schemas = tools.schemas_for(tool_names) if tool_names else None
         out = self.ctx.step(name, self._call, purpose, system, fitted, schemas, max_tokens)
         result = LLMResult.from_dict(out)
@@ -163,11 +167,12 @@ class Agent:
                 return LoopResult(True, summary, turn)
         return LoopResult(False, last_text or f"stopped after {max_turns} turns", max_turns)
 
-    def step_in_checkout(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+    def step_in_checkout(self, name: str, fn: Callable[..., Any], *args: Any,
+                         **kwargs: Any) -> Any:
         """A step that needs the checkout on disk (verify, deliver)."""
         def run() -> Any:
             self.checkout.ensure()
-            return fn(*args)
+            return fn(*args, **kwargs)
         return self.ctx.step(name, run)
 
 

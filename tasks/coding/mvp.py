@@ -46,10 +46,8 @@ def new_repository(job_id: str) -> str:
 
 
 def manifest(root: Path) -> list[dict[str, Any]]:
-    listed = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(root), "ls-files", "-z"],
-                            check=True, capture_output=True).stdout.decode().split("\0")
     files = []
-    for name in sorted(n for n in listed if n):
+    for name in git.tracked_files(root):
         data = (root / name).read_bytes()
         files.append({"path": name, "size": len(data),
                       "sha256": hashlib.sha256(data).hexdigest()})
@@ -78,7 +76,7 @@ def generate(ctx: JobContext, p: GenerateMvpPayload, *, resumed: bool) -> dict[s
         repo_url, source = p.repo_url, None
     else:
         repo_url = ctx.step("create-repository", new_repository, str(ctx.job_id))
-        source = git.Source.server_owned(repo_url)  # ours: not a tenant's path to check
+        source = git.Source(repo_url, "local")  # the server's own: no tenant path to check
     task = MVP_TASK.format(description=p.description)
     agent, cloned = code.start(ctx, repo_url, None, task, "mvp", source=source)
     agent.context["task"] = p.description

@@ -10,13 +10,12 @@ was in, with the checkout rebuilt from the clone plus the last recorded patch.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from typing import Any
 
 from tasks import artifacts, keystore, pg
 from tasks.coding import git, github, plans, prompts, repomap, sandbox, tools, verify
-from tasks.coding.loop import Agent, Checkout
+from tasks.coding.loop import JUNK, Agent, Checkout
 from tasks.coding.payloads import GenerateMvpPayload, RunTaskPayload
 from tasks.coding.workspace import workspace_for
 from tasks.context import JobContext
@@ -31,9 +30,6 @@ FIX_TURNS = 10
 OUTPUT_CHARS = 6000  # of a failed check's output, what the model reads back
 DIFF_CHARS = 60_000  # of the diff, what the feed shows
 ALL_TOOLS = tuple(s["name"] for s in tools.TOOL_SCHEMAS)
-# Never part of the change: what running the checks leaves behind.
-JUNK = ("__pycache__/", "*.pyc", ".pytest_cache/", ".ruff_cache/", ".mypy_cache/",
-        "node_modules/", ".venv/", "target/")
 
 
 @dataclass(frozen=True)
@@ -82,11 +78,8 @@ def start(ctx: JobContext, repo_url: str, branch: str | None, task: str, kind: s
 
 def clone(checkout: Checkout) -> dict[str, Any]:
     root = checkout.ws.root
-    shutil.rmtree(root, ignore_errors=True)  # what a crash mid-clone left
-    root.parent.mkdir(parents=True, exist_ok=True)
     base = git.clone(checkout.source, root, token=checkout.token, branch=checkout.branch)
-    with (root / ".git" / "info" / "exclude").open("a") as f:
-        f.write("\n".join(JUNK) + "\n")
+    git.exclude(root, JUNK)
     sandbox.prepare_for_sandbox(root)
     checkout.base, checkout.synced = base, True
     return {"base": base, "branch": git.current_branch(root)}
@@ -96,12 +89,13 @@ def explore_and_plan(agent: Agent, task: str) -> tuple[str, str, plans.Plan]:
     ctx = agent.ctx
     phase(ctx, "map", "started")
     mapped = agent.step_in_checkout("map", lambda: repomap.build_map(
-        agent.checkout.ws.root, budget_chars=MAP_CHARS, focus=[task]).as_dict())
+        agent.checkout.ws.root, budget_chars=MAP_CHARS,
+        focus=repomap.focus_terms(task)).as_dict())
     phase(ctx, "map", "completed", f"{mapped['total_files']} files")
     phase(ctx, "explore", "started")
     explored = agent.loop("explore", purpose="code.explore", system=prompts.EXPLORE,
                           prompt=prompts.task_prompt(task, mapped["text"]),
-                          tool_names=tools.READ_ONLY_TOOLS, max_turns=EXPLORE_TURNS)
+                          tool_names=tuple(tools.READ_ONLY_TOOLS), max_turns=EXPLORE_TURNS)
     phase(ctx, "explore", "completed")
     phase(ctx, "plan", "started")
     plan = make_plan(agent, task, mapped["text"], explored.summary)
@@ -149,16 +143,19 @@ def build(agent: Agent, task: str, repo_map: str, report: str, plan: plans.Plan,
 def run_checks(agent: Agent, round_: int) -> dict[str, Any]:
     """The repository's checks, run in the sandbox; their results as the step's output."""
     root = agent.checkout.ws.root
-    results = []
+    results: list[dict[str, Any]] = []
     for check in verify.detect_commands(root):
         ran = sandbox.run_command(root, check.command, agent.policy)
         results.append({"name": check.name, "command": check.command,
                         "exit_code": ran.exit_code, "timed_out": ran.timed_out,
                         "output": verify.truncate(ran.output, OUTPUT_CHARS)})
-    passed = bool(results) and all(r["exit_code"] == 0 for r in results)
+    for r in results:
+        r["passed"] = r["exit_code"] is not None and verify.passed(
+            verify.Check(r["name"], r["command"]), r["exit_code"])
+    passed = bool(results) and all(r["passed"] for r in results)
     summary = verify.failure_summary(
         [(verify.Check(r["name"], r["command"]), r["exit_code"], r["output"])
-         for r in results if r["exit_code"] != 0], OUTPUT_CHARS)
+         for r in results if not r["passed"]], OUTPUT_CHARS)
     if results:
         agent.ctx.emit("verify", f"round {round_}: {'passed' if passed else 'failed'}",
                        {"round": round_, "commands": [r["command"] for r in results],
@@ -216,7 +213,8 @@ def verify_loop(agent: Agent, task: str, max_iterations: int) -> Verification:
 def diff_of(agent: Agent) -> dict[str, Any]:
     root, base = agent.checkout.ws.root, agent.checkout.base
     text = git.diff_text(root, base, DIFF_CHARS)
-    files = git.diff_stat(root, base)
+    files = [{"path": f.path, "added": f.added, "removed": f.deleted}
+             for f in git.diff_stat(root, base)]
     out = {"diff": text, "truncated": len(text) >= DIFF_CHARS, "files": files}
     agent.ctx.emit("diff", f"{len(files)} files changed", out)
     return out
@@ -276,7 +274,7 @@ def pr_body(task: str, plan: plans.Plan, verification: Verification,
 def cleanup(agent: Agent) -> None:
     """The checkout goes when the job is done: the branch and the patch artifact hold it."""
     def remove() -> bool:
-        shutil.rmtree(agent.checkout.ws.root, ignore_errors=True)
+        git.remove(agent.checkout.ws.root)
         return True
 
     agent.ctx.step("remove-workspace", remove)

@@ -23,7 +23,7 @@ from tests.integration.jobdb import wait_for
 from tests.integration.test_api_contract import Caller, _caller
 from tests.support import coding_brains as brains
 from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401
-from tests.support.fake_github import FakeGitHub, fake_github  # noqa: F401
+from tests.support.fake_github import FakeGithub, fake_github  # noqa: F401
 
 TASK = "Fix the failing test in the calculator"
 
@@ -38,7 +38,7 @@ def repos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def model(fake_anthropic: FakeAnthropic, fake_github: FakeGitHub,
+def model(fake_anthropic: FakeAnthropic, fake_github: FakeGithub,
           monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
     monkeypatch.setenv("SWITCHYARD_LLM_PROVIDER", "anthropic")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.url)
@@ -78,7 +78,7 @@ def submit(alice: Caller, repo: Path, **fields: object) -> str:
 
 
 def test_a_failing_test_is_fixed_verified_pushed_and_proposed(
-        alice: Caller, repos: Path, model: FakeAnthropic, fake_github: FakeGitHub) -> None:
+        alice: Caller, repos: Path, model: FakeAnthropic, fake_github: FakeGithub) -> None:
     model.script = brains.straight
     bare = repos / "calculator.git"
     job_id = submit(alice, bare, github_repo="acme/calculator")
@@ -86,11 +86,13 @@ def test_a_failing_test_is_fixed_verified_pushed_and_proposed(
     job = wait_for(job_id, "completed", "failed", timeout=120)
     assert job["status"] == "completed", job["last_error"]
     result = job["result"]
+    assert result["tests_passed"] is True, (events(job_id, "tool_result"),
+                                            events(job_id, "verify"))
     # Then the branch holds the fix, on the remote, proposed as a pull request
     assert result["branch"].startswith(f"switchyard/{job_id[:8]}-fix-the-failing-test")
     assert "return a + b" in remote_file(bare, result["branch"], "calculator.py")
     assert remote_file(bare, "main", "calculator.py") == FILES["calculator.py"]
-    (pr,) = fake_github.pulls
+    (pr,) = fake_github.pulls["acme/calculator"]
     assert result["pr_url"] == pr["html_url"]
     assert (pr["head"]["ref"], pr["base"]["ref"]) == (result["branch"], "main")
     assert "Fix add" in pr["body"] and "the checks pass" in pr["body"]

@@ -81,8 +81,8 @@ def test_kill9_mid_build_resumes_where_it_was(procs: p.Procs, project: str, tmp_
     # And the clone and every tool call completed before the kill ran once
     seqs, started = step_seqs(job_id), p.started_counts(job_id)
     assert started[seqs["clone"]] == 1
-    assert started[seqs["tool:build:1:1"]] == 1 and started[seqs["tool:build:2:1"]] == 1
-    assert started[seqs["tool:build:3:1"]] == 2  # the call it was in, run again
+    assert started[seqs["tool:build:1:1:1"]] == 1 and started[seqs["tool:build:1:2:1"]] == 1
+    assert started[seqs["tool:build:1:3:1"]] == 2  # the call it was in, run again
     # And the model was asked nothing twice: B went on with the next answer
     asked = Counter((brains.phase(r.body), brains.turn(r.body))
                     for r in fake_anthropic.received)

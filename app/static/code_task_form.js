@@ -39,15 +39,8 @@ function showErrors(e) {
   if (first) first.focus();
 }
 
-// The route lands in its own change (issue 11); until it is deployed, an unknown URL's 404 (not
-// the project's own) sends the same payload through the generic jobs API.
-async function submit(body) {
-  try {
-    return await api("POST", `/api/projects/${enc}/code-tasks`, body);
-  } catch (e) {
-    if (e.status !== 404 || /project/i.test(e.message)) throw e;
-    return api("POST", `/api/projects/${enc}/jobs`, { job_type: "code.run_task", payload: body });
-  }
+function submit(body) {
+  return api("POST", `/api/projects/${enc}/code-tasks`, body);
 }
 
 form.addEventListener("submit", (ev) => {

@@ -197,3 +197,56 @@ def test_a_repository_outside_the_operators_directories_is_refused(
     assert job["status"] == "failed"
     assert "SWITCHYARD_LOCAL_REPOS" in job["last_error"] or "not under" in job["last_error"]
     assert model.count == 0
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("SWITCHYARD_LLM_PROVIDER", "scripted")
+    get_settings.cache_clear()
+    reset_client()
+    yield
+    monkeypatch.undo()
+    get_settings.cache_clear()
+    reset_client()
+
+
+def test_switchyard_ups_demo_runs_with_no_key(alice: Caller, repos: Path, scripted: None) -> None:
+    # The recorded session the scripted provider replays fixes the demo repository
+    job_id = submit(alice, repos / "calculator.git")
+    job = wait_for(job_id, "completed", "failed", timeout=120)
+    assert job["status"] == "completed", job["last_error"]
+    result = job["result"]
+    assert (result["tests_passed"], result["cost_usd"]) == (True, 0)
+    assert "return a + b" in remote_file(repos / "calculator.git", result["branch"],
+                                         "calculator.py")
+    assert [c["name"] for c in events(job_id, "tool_call")][-4:] == [
+        "read_file", "edit_file", "run", "finish"]
+
+
+def test_an_mvp_is_built_verified_pushed_and_its_deploy_asked_for(
+        alice: Caller, scripted: None) -> None:
+    pg.fetch("UPDATE projects SET settings = %s WHERE id = %s",
+             ('{"deploy_hook_url": "https://deploy.example.com/hook"}', alice.project))
+    r = alice.post(f"/api/projects/{alice.project}/jobs",
+                   {"job_type": "code.generate_mvp",
+                    "payload": {"description": "Tide tables for <kayakers>"}})
+    assert r.status_code == 202, r.get_json()
+    job_id = r.get_json()["job_id"]
+    job = wait_for(job_id, "completed", "failed", timeout=120)
+    assert job["status"] == "completed", job["last_error"]
+    result = job["result"]
+    assert result["tests_passed"] is True
+    assert result["files"] == ["index.html", "tests/test_site.py"]
+    page = remote_file(Path(result["repo_url"]), result["branch"], "index.html")
+    assert "<title>Tide tables for &lt;kayakers&gt;</title>" in page and "<form" in page
+    # the deploy waits for a person: an approval for the project's hook, nothing sent
+    assert result["deploy"]["status"] == "awaiting_approval"
+    (approval,) = pg.fetch("SELECT action_type, status, action_args FROM approvals "
+                           "WHERE source_job_id = %s", (job_id,))
+    assert approval[:2] == ("deploy_hook", "pending")
+    assert approval[2]["payload"]["commit"] == result["commit"]
+    items = alice.get(f"/api/jobs/{job_id}/artifacts").get_json()["items"]
+    assert {a["kind"] for a in items} == {"patch", "manifest"}
+    (memory,) = pg.fetch("SELECT content FROM agent_memory WHERE project_id = %s AND "
+                         "category = 'decision' AND key = 'mvp'", (alice.project,))
+    assert result["branch"] in memory[0] and "its tests pass" in memory[0]

@@ -193,6 +193,8 @@ class Settings:
     # Whether a project may let its `run` tool reach the network (its setting code_network):
     # a command with network could reach what the worker reaches, so it is the operator's call.
     code_network_allowed: bool = False
+    # A worker that is not root runs commands as itself (namespaces only): only if asked.
+    code_sandbox_same_user: bool = False
 
     @property
     def workspaces_dir(self) -> Path:
@@ -341,4 +343,5 @@ def get_settings() -> Settings:
         code_run_memory_mb=env_int("SWITCHYARD_CODE_RUN_MEMORY_MB", 2048, minimum=64),
         code_run_output_chars=env_int("SWITCHYARD_CODE_RUN_OUTPUT_CHARS", 30_000, minimum=1000),
         code_network_allowed=env_bool("SWITCHYARD_CODE_NETWORK_ALLOWED", False),
+        code_sandbox_same_user=env_bool("SWITCHYARD_CODE_SANDBOX_SAME_USER", False),
     ))

@@ -35,7 +35,7 @@ class Checkout:
     """The job's working tree: the clone at `base` plus `patch`, made true on disk lazily."""
 
     ws: Workspace
-    source: git.Source
+    source: git.Source | None  # None until the clone step checked the tenant's URL
     branch: str | None  # the branch cloned (None: the remote's default)
     token: str | None = field(default=None, repr=False)
     base: str = ""
@@ -46,6 +46,7 @@ class Checkout:
         """Make the directory hold exactly base + patch (after a crash, a move, a stray write)."""
         if self.synced:
             return
+        assert self.source is not None, "ensure() before the clone step"
         if not git.git_dir(self.ws.root).is_dir():  # another machine, or a cleaned data dir
             git.clone(self.source, self.ws.root, token=self.token, branch=self.branch)
             git.exclude(self.ws.root, JUNK)
@@ -133,7 +134,13 @@ class Agent:
         out: dict[str, Any] = {"content": outcome.content, "is_error": outcome.is_error,
                                "changed": outcome.changed}
         if outcome.changed:
-            out["patch"] = git.changes(self.checkout.ws.root, self.checkout.base)
+            try:
+                out["patch"] = git.changes(self.checkout.ws.root, self.checkout.base)
+            except git.PatchTooLarge as exc:  # undone, and said to the model
+                git.restore(self.checkout.ws.root, self.checkout.base, self.checkout.patch)
+                sandbox.prepare_for_sandbox(self.checkout.ws.root)
+                out = {"content": f"{exc} The change was undone.", "is_error": True,
+                       "changed": False}
         self.ctx.emit("tool_result", f"{tool}: {'error' if outcome.is_error else 'ok'}",
                       {"call_id": call["call_id"], "name": tool, "is_error": outcome.is_error,
                        "content": outcome.content[:EVENT_CHARS]})
@@ -168,12 +175,19 @@ class Agent:
         return LoopResult(False, last_text or f"stopped after {max_turns} turns", max_turns)
 
     def step_in_checkout(self, name: str, fn: Callable[..., Any], *args: Any,
-                         **kwargs: Any) -> Any:
-        """A step that needs the checkout on disk (verify, deliver)."""
+                         leaves_traces: bool = False, **kwargs: Any) -> Any:
+        """A step that needs the checkout on disk (verify, deliver). After one that
+        `leaves_traces` (the repository's own checks write what they like) the next step
+        on disk restores base + patch first, replayed or not: only tool calls change the
+        work, so a crash, a resume and a straight run commit the same tree."""
         def run() -> Any:
             self.checkout.ensure()
             return fn(*args, **kwargs)
-        return self.ctx.step(name, run)
+        try:
+            return self.ctx.step(name, run)
+        finally:
+            if leaves_traces:
+                self.checkout.synced = False
 
 
 def assistant_blocks(result: LLMResult) -> list[dict[str, Any]]:

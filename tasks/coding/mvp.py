@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -36,6 +38,7 @@ def new_repository(job_id: str) -> str:
     if (bare / "HEAD").exists():
         return str(bare)
     bare.parent.mkdir(parents=True, exist_ok=True)
+    bare.parent.chmod(0o711)  # a sandboxed command may not list other jobs' repositories
     ident = ["-c", "user.name=Switchyard", "-c", "user.email=agent@switchyard.local"]
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(["git", "-C", tmp, "init", "-q", "-b", "main"], check=True)
@@ -46,9 +49,19 @@ def new_repository(job_id: str) -> str:
 
 
 def manifest(root: Path) -> list[dict[str, Any]]:
+    """Each committed file's size and SHA-256. Never followed out of the checkout: a symlink
+    is described by its target's text (a link to /dev/zero must not be read), and anything
+    but a regular file or a link is skipped."""
     files = []
     for name in git.tracked_files(root):
-        data = (root / name).read_bytes()
+        path = root / name
+        mode = path.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            data = os.readlink(path).encode()
+        elif stat.S_ISREG(mode):
+            data = path.read_bytes()
+        else:
+            continue
         files.append({"path": name, "size": len(data),
                       "sha256": hashlib.sha256(data).hexdigest()})
     return files

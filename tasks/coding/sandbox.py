@@ -111,6 +111,10 @@ class OutputCap:
         return self.total > self.limit
 
     def text(self) -> str:
+        # NUL cannot be stored (a JSON step output, a text column): shown as \0.
+        return self._text().replace("\x00", "\\0")
+
+    def _text(self) -> str:
         if not self.truncated:
             return self.head + self.tail
         tail = self.tail[-self.tail_max:] if self.tail_max else ""
@@ -122,6 +126,12 @@ def find_host() -> Host:
     bash, prlimit = shutil.which("bash"), shutil.which("prlimit")
     if not bash or not prlimit:
         raise SandboxUnavailable("the sandbox needs bash and prlimit (util-linux) on the worker")
+    if os.geteuid() != 0 and not get_settings().code_sandbox_same_user:
+        # As the worker's own user a command could rewrite the job's git directory (a
+        # clean filter, a push URL) and so act as the worker outside the fence.
+        raise SandboxUnavailable("the coding agent's commands need a root worker (to run them "
+                                 "as an unprivileged user); SWITCHYARD_CODE_SANDBOX_SAME_USER=1 "
+                                 "accepts the weaker fence")
     return Host(as_root=os.geteuid() == 0, bash=bash, prlimit=prlimit,
                 unshare=shutil.which("unshare"), setpriv=shutil.which("setpriv"))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from tasks import artifacts, keystore, pg
 from tasks.coding import git, github, plans, prompts, repomap, sandbox, tools, verify
@@ -40,10 +41,27 @@ class Verification:
     summary: str
 
 
-def token_for(project_id: Any) -> str | None:
-    """The project's own GitHub token, else the operator's (never stored in a step)."""
+def github_hosts() -> set[str]:
+    """Where a GitHub token may be sent: github.com, and the host of a GitHub Enterprise
+    API the operator configured (its git host: `api.` dropped)."""
+    host = (urlsplit(get_settings().github_api_url).hostname or "").lower()
+    return {"github.com", host.removeprefix("api.")} - {""}
+
+
+def github_token(project_id: Any) -> str | None:
+    """The project's own GitHub token, else the operator's; never stored in a step. For the
+    API the operator configured (pull requests), and for git only through `token_for`."""
     return keystore.read(str(project_id), ["github_token"]).get("github_token") \
         or get_settings().github_token or None
+
+
+def token_for(project_id: Any, source: git.Source) -> str | None:
+    """The GitHub token for git, only for a repository on GitHub: a token sent to any host
+    a tenant names is a token lost."""
+    if source.kind != "https" or \
+            (urlsplit(source.url).hostname or "").lower() not in github_hosts():
+        return None
+    return github_token(project_id)
 
 
 def network_for(project_id: Any) -> bool:
@@ -63,26 +81,36 @@ def start(ctx: JobContext, repo_url: str, branch: str | None, task: str, kind: s
           source: git.Source | None = None) -> tuple[Agent, dict[str, Any]]:
     """The checkout (cloned once, as a step) and the agent that works in it. A tenant's
     repo_url is checked (tasks.coding.git.check_source); a `source` is the server's own."""
-    if source is None:
-        source = git.check_source(repo_url, list(get_settings().local_repos))
-    checkout = Checkout(workspace_for(str(ctx.job_id)), source, branch,
-                        token=token_for(ctx.project_id))
+    checkout = Checkout(workspace_for(str(ctx.job_id)), source, branch)
     policy = sandbox.RunPolicy.from_settings(network=network_for(ctx.project_id))
     agent = Agent(ctx, checkout, policy, context={"task": task, "kind": kind})
     phase(ctx, "clone", "started")
-    cloned = ctx.step("clone", clone, checkout)
+    # Checked once, in the step: a replay keeps the source it was cloned from, whatever the
+    # settings (or DNS) say now.
+    cloned = ctx.step("clone", clone, ctx, checkout, repo_url)
+    checkout.source = git.Source(cloned["source"]["url"], cloned["source"]["kind"])
+    checkout.token = token_for(ctx.project_id, checkout.source)
     checkout.base = cloned["base"]
     phase(ctx, "clone", "completed", cloned["base"][:12])
     return agent, cloned
 
 
-def clone(checkout: Checkout) -> dict[str, Any]:
+def clone(ctx: JobContext, checkout: Checkout, repo_url: str) -> dict[str, Any]:
+    if checkout.source is None:
+        checkout.source = git.check_source(repo_url, list(get_settings().local_repos))
+    checkout.token = token_for(ctx.project_id, checkout.source)
     root = checkout.ws.root
     base = git.clone(checkout.source, root, token=checkout.token, branch=checkout.branch)
     git.exclude(root, JUNK)
     sandbox.prepare_for_sandbox(root)
     checkout.base, checkout.synced = base, True
-    return {"base": base, "branch": git.current_branch(root)}
+    return {"base": base, "branch": git.current_branch(root),
+            "source": {"url": checkout.source.url, "kind": checkout.source.kind}}
+
+
+def _parse_plan(text: str) -> dict[str, Any]:
+    plan, errors = plans.parse_plan(text)
+    return {"plan": plan.as_dict() if plan else None, "errors": errors}
 
 
 def explore_and_plan(agent: Agent, task: str) -> tuple[str, str, plans.Plan]:
@@ -110,7 +138,9 @@ def make_plan(agent: Agent, task: str, repo_map: str, report: str) -> plans.Plan
     for attempt in (1, 2):
         answer = agent.ask(f"llm:plan:{attempt}", purpose="code.plan", system=prompts.PLAN,
                            messages=messages, max_tokens=2000)
-        plan, errors = plans.parse_plan(answer.text)
+        parsed = agent.ctx.step(f"plan:parse:{attempt}", _parse_plan, answer.text)
+        plan = plans.Plan.from_dict(parsed["plan"]) if parsed["plan"] else None
+        errors = parsed["errors"]
         if plan is not None:
             agent.ctx.emit("plan", f"{len(plan.subtasks)} subtasks",
                            {"subtasks": plan.as_dict()["subtasks"], "fallback": False})
@@ -148,7 +178,8 @@ def run_checks(agent: Agent, round_: int) -> dict[str, Any]:
         ran = sandbox.run_command(root, check.command, agent.policy)
         results.append({"name": check.name, "command": check.command,
                         "exit_code": ran.exit_code, "timed_out": ran.timed_out,
-                        "output": verify.truncate(ran.output, OUTPUT_CHARS)})
+                        "output": verify.truncate(ran.output.replace("\x00", "\\0"),
+                                                  OUTPUT_CHARS)})
     for r in results:
         r["passed"] = r["exit_code"] is not None and verify.passed(
             verify.Check(r["name"], r["command"]), r["exit_code"])
@@ -183,7 +214,8 @@ def verify_loop(agent: Agent, task: str, max_iterations: int) -> Verification:
     summary = ""
     round_ = 0
     for round_ in range(1, max_iterations + 1):
-        checked = agent.step_in_checkout(f"verify:{round_}", run_checks, agent, round_)
+        checked = agent.step_in_checkout(f"verify:{round_}", run_checks, agent, round_,
+                                         leaves_traces=True)
         if checked["ran"]:
             passed, summary = checked["passed"], checked["summary"]
         else:  # nothing to run: the model's review of the diff stands in, marked as such
@@ -229,6 +261,7 @@ def deliver(agent: Agent, *, task: str, base_branch: str, github_repo: str | Non
         phase(ctx, "deliver", "completed", "nothing changed")
         return {"branch": None, "commit": None, "pr_url": None}
     patch = agent.step_in_checkout("patch", git.changes, checkout.ws.root, checkout.base)
+    checkout.patch = patch  # what is pushed is exactly what the artifact holds
     artifacts.write(ctx, kind="patch", name="changes.patch", content_type="text/x-diff",
                     data=patch.encode())
     branch = git.branch_name(str(ctx.job_id), task)
@@ -240,7 +273,7 @@ def deliver(agent: Agent, *, task: str, base_branch: str, github_repo: str | Non
     if github_repo:
         body = pr_body(task, plan, verification, agent.spend.as_dict())
         pr = ctx.step("pull-request", open_pr, ctx, github_repo, branch, base_branch,
-                      task, body, checkout.token)
+                      task, body, github_token(ctx.project_id))
         pr_url = pr["url"]
     phase(ctx, "deliver", "completed", branch)
     return {"branch": branch, "commit": commit, "pr_url": pr_url}

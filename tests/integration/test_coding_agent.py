@@ -250,3 +250,49 @@ def test_an_mvp_is_built_verified_pushed_and_its_deploy_asked_for(
     (memory,) = pg.fetch("SELECT content FROM agent_memory WHERE project_id = %s AND "
                          "category = 'decision' AND key = 'mvp'", (alice.project,))
     assert result["branch"] in memory[0] and "its tests pass" in memory[0]
+
+
+def test_what_the_checks_leave_behind_is_not_committed(
+        alice: Caller, repos: Path, model: FakeAnthropic, tmp_path: Path) -> None:
+    work = tmp_path / "leaky"
+    work.mkdir()
+    for name, body in FILES.items():
+        (work / name).write_text(body)
+    # the repository's own test writes a file each run: the check's trace, not the work
+    (work / "test_calculator.py").write_text(
+        FILES["test_calculator.py"] + "\n\nopen('coverage-report.txt', 'w').write('x')\n")
+    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(repos / "leaky.git")],
+                   check=True)
+    model.script = brains.straight
+    job_id = submit(alice, repos / "leaky.git")
+    job = wait_for(job_id, "completed", "failed", timeout=120)
+    assert job["status"] == "completed", job["last_error"]
+    listed = subprocess.run(["git", "--git-dir", str(repos / "leaky.git"), "ls-tree", "-r",
+                             "--name-only", job["result"]["branch"]],
+                            check=True, capture_output=True, text=True).stdout.split()
+    assert "coverage-report.txt" not in listed and "calculator.py" in listed
+    (diff,) = events(job_id, "diff")
+    assert [f["path"] for f in diff["files"]] == ["calculator.py"]
+
+
+def test_a_github_token_goes_to_github_only(alice: Caller, model: FakeAnthropic) -> None:
+    from tasks.coding.git import Source
+    from tasks.handlers.code import token_for
+
+    operator = get_settings().github_token
+    assert operator
+    assert token_for(alice.project, Source("https://github.com/acme/x.git", "https")) == operator
+    for elsewhere in ("https://evil.example/acme/x.git", "https://github.com.evil.example/x.git"):
+        assert token_for(alice.project, Source(elsewhere, "https")) is None
+    assert token_for(alice.project, Source("/srv/repos/x.git", "local")) is None
+
+
+def test_a_nul_byte_in_a_commands_output_is_shown_not_fatal(tmp_path: Path) -> None:
+    from tasks.coding import sandbox
+
+    ran = sandbox.run_command(tmp_path, "printf 'a\\000b'", sandbox.RunPolicy.from_settings())
+    assert ran.output == "a\\0b"

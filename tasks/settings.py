@@ -195,6 +195,9 @@ class Settings:
     code_network_allowed: bool = False
     # A worker that is not root runs commands as itself (namespaces only): only if asked.
     code_sandbox_same_user: bool = False
+    # tasks.llm.scripted: seconds between the chunks of a streamed scripted answer (a demo
+    # that types like a model; 0: at once).
+    scripted_stream_seconds: float = 0.0
 
     @property
     def workspaces_dir(self) -> Path:
@@ -344,4 +347,5 @@ def get_settings() -> Settings:
         code_run_output_chars=env_int("SWITCHYARD_CODE_RUN_OUTPUT_CHARS", 30_000, minimum=1000),
         code_network_allowed=env_bool("SWITCHYARD_CODE_NETWORK_ALLOWED", False),
         code_sandbox_same_user=env_bool("SWITCHYARD_CODE_SANDBOX_SAME_USER", False),
+        scripted_stream_seconds=env_float("SWITCHYARD_SCRIPTED_STREAM_SECONDS", 0.0),
     ))

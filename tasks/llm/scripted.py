@@ -13,12 +13,14 @@ import hashlib
 import json
 import math
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
 from tasks.llm import sessions
 from tasks.llm.packet import Packet, PacketAction
 from tasks.llm.types import LLMRequest, LLMResult, ToolCall, Usage
+from tasks.settings import get_settings
 
 PROVIDER = "scripted"
 MODEL = "scripted-1"
@@ -68,7 +70,10 @@ class ScriptedProvider:
 
     def stream(self, req: LLMRequest, on_text: Callable[[str], None]) -> LLMResult:
         result = self.complete(req)
-        for chunk in chunks(result.text, STREAM_CHUNKS):
+        pause = get_settings().scripted_stream_seconds
+        for i, chunk in enumerate(chunks(result.text, STREAM_CHUNKS)):
+            if i and pause:
+                time.sleep(pause)
             on_text(chunk)
         return result
 

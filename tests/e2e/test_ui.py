@@ -69,7 +69,11 @@ class Site:
 def site(procs: Procs) -> Site:
     """gunicorn (gthread, as in production), a worker (2 threads) and a beat."""
     web, base = procs.web(threads=32, env={"SWITCHYARD_SSE_KEEPALIVE_SECONDS": "2"})
-    worker = procs.worker("w1", pool="threads", concurrency=2)
+    # The scripted model types at a person's pace: its reply reaches the page as deltas
+    # before the stored message, however busy the machine (at full speed both can arrive in
+    # one read and the bubble is never seen streaming).
+    worker = procs.worker("w1", pool="threads", concurrency=2,
+                          env={"SWITCHYARD_SCRIPTED_STREAM_SECONDS": "0.3"})
     procs.beat("beat")
     with session_scope(session_factory()) as s:
         owner_id, token = create_token(s, "ada")

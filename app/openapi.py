@@ -477,8 +477,11 @@ def _job_create(components: dict[str, Any]) -> dict[str, Any]:
     mapping = {}
     for name in registry.public_names():
         payload_name, variant_name = f"Payload.{name}", f"JobCreate.{name}"
+        before = set(components)
         components[payload_name] = _storable(
             _model_schema(registry.get(name).payload_model, components))
+        for nested in set(components) - before - {payload_name}:  # a payload's inner models
+            components[nested] = _storable(components[nested])
         variant = copy.deepcopy(base)
         variant["title"] = variant_name
         variant["properties"]["job_type"] = {"const": name}

@@ -172,7 +172,7 @@ def test_sign_in_create_a_project_and_work_in_it_live(site: Site, page: Page) ->
     expect(page.locator("#signin-error")).to_contain_text("not valid")
     page.fill("#token", site.token)
     page.press("#token", "Enter")
-    expect(page.locator("#project-body .error")).to_contain_text("does not exist")  # `next`
+    expect(page.locator("#project-body .error", has_text="does not exist")).to_be_visible()
     page.goto(site.base + "/")
     expect(page.locator("#projects .empty")).to_contain_text("No projects yet")
 

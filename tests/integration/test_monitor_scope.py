@@ -7,6 +7,7 @@ token the fleet. Through Flask's test client against a real database.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -146,12 +147,15 @@ def test_metrics_are_off_until_the_operator_sets_a_token(
 
 
 def counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every statement the engine's pg helpers run from now on (they all go through fetch)."""
+    """Every statement the engine's pg helpers run from now on in this thread (they all go
+    through fetch; a worker thread an earlier test started may be querying too)."""
     seen: list[str] = []
+    me = threading.get_ident()
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         def counted(sql: Any, *args: Any, **kw: Any) -> Any:
-            seen.append(str(sql))
+            if threading.get_ident() == me:
+                seen.append(str(sql))
             return fn(sql, *args, **kw)
         return counted
 

@@ -356,3 +356,11 @@ def test_sequences_of_calls_never_answer_5xx(world: World) -> None:
 
     Workflow.run(settings=settings(max_examples=40, stateful_step_count=6, deadline=None,
                                    suppress_health_check=list(HealthCheck)))
+
+
+def test_a_payloads_inner_models_refuse_nul_as_the_api_does() -> None:
+    # A nested model of a payload (here test.artifact_writer's files) is a component of its
+    # own: it carries the NUL rule too, or a fuzzer's schema-valid request gets a 422.
+    inner = build_document()["components"]["schemas"]["ArtifactFile"]
+    assert inner["properties"]["name"]["pattern"] == r"^[^\x00]*$"
+    assert inner["propertyNames"] == {"pattern": r"^[^\x00]*$"}

@@ -7,6 +7,7 @@ import pytest
 from tasks import control, lifecycle, pg, store
 from tasks.context import to_json
 from tasks.errors import PermanentError
+from tests.conftest import in_process_worker_paused
 from tests.integration.jobdb import new_job
 
 
@@ -40,9 +41,11 @@ def test_a_thread_from_before_a_manual_retry_cannot_write_for_the_new_run(projec
     first = store.claim(job_id, "host:1")
     assert first is not None
     pg.fetch("UPDATE agent_jobs SET status = 'failed' WHERE id = %s", (job_id,))
-    assert control.retry_failed(job_id)
-    # When the same process claims it again: attempt 1 again, same worker id
-    second = store.claim(job_id, "host:1")
+    # (the retry publishes a wake-up: a worker an earlier test started must not claim it first)
+    with in_process_worker_paused():
+        assert control.retry_failed(job_id)
+        # When the same process claims it again: attempt 1 again, same worker id
+        second = store.claim(job_id, "host:1")
     assert second is not None and second.attempt == first.attempt
     old = store.Owner(job_id, first.token)
     new = store.Owner(job_id, second.token)

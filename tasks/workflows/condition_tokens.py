@@ -34,7 +34,7 @@ class ConditionError(WorkflowError):
 
 @dataclass(frozen=True, slots=True)
 class Token:
-    kind: str  # "number", "string", "path", "keyword", "op", "(", ")", "end"
+    kind: str  # "number", "string", "path", "keyword", "op", "end", or one of ( ) [ ] ,
     value: Any  # the number, the string, the path tuple, the keyword or operator text
     column: int
 
@@ -55,7 +55,7 @@ def tokenize(text: str) -> list[Token]:
 
 def _token_at(text: str, at: int) -> tuple[Token, int]:
     char, column = text[at], at + 1
-    if char in "()":
+    if char in "()[],":
         return Token(char, char, column), at + 1
     if text.startswith("{{", at):
         return _template(text, at)

@@ -89,8 +89,8 @@ def _template(text: str, at: int) -> tuple[Token, int]:
 def _string(text: str, at: int) -> tuple[Token, int]:
     quote, chars, i = text[at], [], at + 1
     while i < len(text) and text[i] != quote:
-        if text[i] == "\\":
-            escaped = text[i + 1] if i + 1 < len(text) else ""
+        if text[i] == "\\" and i + 1 < len(text):  # a last backslash: the string is never closed
+            escaped = text[i + 1]
             if escaped not in _ESCAPES:
                 raise ConditionError(f"unknown escape \\{escaped} (known: \\\\ \\' \\\" "
                                      "\\n \\t \\r)", i + 1)

@@ -24,12 +24,18 @@ _WORD_CHAR = re.compile(r"[A-Za-z0-9_.]")
 
 
 class ConditionError(WorkflowError):
-    """A condition that does not parse or cannot be evaluated; `column` is 1-based."""
+    """A condition that does not parse or cannot be evaluated.
+
+    `column` counts characters from the start of the text, the first being 1.
+    """
 
     def __init__(self, message: str, column: int):
         super().__init__(f"{message} (column {column})")
         self.message = message
         self.column = column
+
+    def __reduce__(self) -> tuple[type[ConditionError], tuple[str, int]]:
+        return ConditionError, (self.message, self.column)  # pickles (args holds one string)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import pickle
 from dataclasses import dataclass
 from typing import Any
 
@@ -258,11 +259,13 @@ def test_a_condition_that_is_not_text_is_a_condition_error() -> None:
         parse(3)  # type: ignore[arg-type]
 
 
-def test_condition_errors_are_permanent_workflow_errors() -> None:
+def test_condition_errors_are_permanent_workflow_errors_that_survive_pickling() -> None:
     from tasks.errors import PermanentError
 
     assert issubclass(ConditionError, WorkflowError)
     assert issubclass(ConditionError, PermanentError)
+    copied = pickle.loads(pickle.dumps(ConditionError("bad", 7)))
+    assert (copied.message, copied.column, str(copied)) == ("bad", 7, "bad (column 7)")
 
 
 # Nothing is ever evaluated as code.
@@ -336,8 +339,16 @@ JSON = st.recursive(
     | st.dictionaries(st.sampled_from(["x", "ok", "0", "output", "status"]), inner, max_size=4),
     max_leaves=15,
 )
+WELL_SHAPED = st.fixed_dictionaries({  # every leaf below resolves: evaluation gets past paths
+    "inputs": st.fixed_dictionaries({"x": JSON, "ok": st.booleans(), "0": JSON}),
+    "steps": st.fixed_dictionaries({
+        "a": st.fixed_dictionaries({"status": st.sampled_from(["completed", "skipped"]),
+                                    "output": st.fixed_dictionaries({"ok": st.booleans()})}),
+        "b": st.fixed_dictionaries({"status": st.just("skipped"), "output": JSON})}),
+})
 CONTEXTS = st.one_of(
     JSON,
+    WELL_SHAPED,
     st.fixed_dictionaries({
         "inputs": JSON,
         "steps": st.dictionaries(

@@ -66,6 +66,16 @@ def test_a_good_workflow_has_no_problems_and_runs_in_layers() -> None:
                                   "send": {"fetch", "summarise", "chart"}}
 
 
+def test_a_json_body_validates_strictly_as_the_routes_read_it() -> None:
+    body = ('{"name": "w", "steps": [{"name": "a", "job_type": "report.build", '
+            '"payload": {"n": 1.5, "deep": [null, {"x": true}]}, "requires_approval": true}]}')
+    workflow = WorkflowSpec.model_validate_json(body)
+    assert workflow.steps[0].payload == {"n": 1.5, "deep": [None, {"x": True}]}
+    assert workflow.steps[0].requires_approval is True
+    with pytest.raises(ValidationError):
+        WorkflowSpec.model_validate_json(body.replace("true}]}", '"yes"}]}'))
+
+
 def test_step_defaults() -> None:
     only = StepSpec.model_validate({"name": "a", "job_type": "report.build"})
     assert (only.payload, only.depends_on, only.condition, only.on_failure,

@@ -34,6 +34,7 @@ from tasks import keystore, registry
 from tasks.effects.policy import KINDS
 from tasks.settings import get_settings
 from tasks.status import JobStatus
+from tasks.workflows.spec import WorkflowSpec
 
 JSON = "application/json"
 SECURED = [{"bearer": []}]
@@ -58,7 +59,8 @@ BODIES: dict[str, type[BaseModel]] = {"ProjectCreate": ProjectCreate,
                                       "RetryFilter": RetryFilter, "LaunchBody": LaunchBody,
                                       "ChatBody": ChatBody, "DecisionBody": DecisionBody,
                                       "SecretBody": SecretBody, "ResolveBody": ResolveBody,
-                                      "CodeTaskBody": CodeTaskBody}
+                                      "CodeTaskBody": CodeTaskBody,
+                                      "WorkflowSpec": WorkflowSpec}
 
 
 def _json(description: str, schema: str) -> dict[str, Any]:
@@ -264,6 +266,7 @@ def paths() -> dict[str, Any]:
         **_secret_paths(json_body),
         **_artifact_paths(),
         **_code_paths(json_body),
+        **_workflow_paths(json_body),
         "/api/monitor/queues": {"get": _op(
             "monitor_queues", "Per queue and job type: backlog, failures, throughput of the "
             "caller's jobs (an admin token: every tenant's; `scope` says which).",
@@ -388,6 +391,31 @@ def _code_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
             "opens a pull request.", {202: started, 200: again}, (*json_body, 404),
             params=[PID], body="CodeTaskBody")},
         "/api/webhooks/github/{pid}": {"post": webhook},
+    }
+
+
+def _workflow_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
+    wid = {"name": "wid", "in": "path", "required": True,
+           "schema": typed("string", format="uuid")}
+    saved = _json("Saved as this version.", "WorkflowSaved")
+    return {
+        "/api/projects/{pid}/workflows": {
+            "post": _op("save_workflow", "Save a workflow: named steps (job types and "
+                        "payloads with `{{inputs.x}}` / `{{steps.a.output.b}}` templates), their "
+                        "`depends_on`, conditions, failure policy and approval gates. Each save "
+                        "of a name is a new immutable version (the newest holding exactly this "
+                        "spec answers 200 with it). Every problem (a cycle, an unknown "
+                        "dependency or job type, a template reading a step that is not "
+                        "upstream, a condition that does not parse…) is a 422 "
+                        "`invalid_workflow` listing `details.problems`.",
+                        {201: saved, 200: saved}, (*json_body, 404, 422), params=[PID],
+                        body="WorkflowSpec"),
+            "get": _op("list_workflows", "The project's workflows: each name with its "
+                       "versions, newest first.", {200: _json("The workflows.", "WorkflowList")},
+                       (404,), params=[PID])},
+        "/api/workflows/{wid}": {"get": _op(
+            "get_workflow", "One version of a workflow, its spec as saved.",
+            {200: _json("The workflow.", "Workflow")}, (404,), params=[wid])},
     }
 
 

@@ -382,8 +382,35 @@ class ProjectArtifactList(Response):
     items: list[ProjectArtifact]
 
 
+class WorkflowSaved(Response):
+    id: uuid.UUID
+    name: str
+    version: Annotated[int, Field(ge=1)]
+
+
+class WorkflowSummary(Response):
+    name: str
+    versions: list[Annotated[int, Field(ge=1)]]  # newest first
+    latest_id: uuid.UUID
+    updated_at: Stamp
+
+
+class WorkflowList(Response):
+    items: list[WorkflowSummary]
+
+
+class Workflow(Response):
+    id: uuid.UUID
+    project_id: uuid.UUID
+    name: str
+    version: Annotated[int, Field(ge=1)]
+    spec: dict[str, Any]
+    created_at: Stamp
+
+
 RESPONSE_MODELS: dict[str, type[Response]] = {model.__name__: model for model in (
     Error, Project, ProjectList, JobAccepted, JobSummary, Job, Step, JobPage, JobList,
     Diagnosis, QueueStats, Workers, RetryBatch, JobStarted, ChatPosted, ChatList, Approval,
     ApprovalList, Enqueued, SecretList, MemoryList, Effect, EffectList, PacketList, LlmUsage,
-    Event, EventPage, Health, Readiness, ArtifactList, ProjectArtifactList)}
+    Event, EventPage, Health, Readiness, ArtifactList, ProjectArtifactList, WorkflowSaved,
+    WorkflowList, Workflow)}

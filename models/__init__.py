@@ -22,6 +22,7 @@ from models.startup import (
     LlmUsage,
     Packet,
     ProjectSecret,
+    Workflow,
 )
 
 __all__ = [
@@ -44,4 +45,5 @@ __all__ = [
     "ProjectSecret",
     "SweepRun",
     "WorkerHeartbeat",
+    "Workflow",
 ]

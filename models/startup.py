@@ -235,3 +235,22 @@ class Artifact(Base):
         CheckConstraint("size >= 0", name="ck_artifacts_size"),
         Index("ix_artifacts_project_created", "project_id", "created_at"),
     )
+
+
+class Workflow(Base):
+    """One immutable version of a project's named workflow (tasks.workflows.store)."""
+
+    __tablename__ = "workflows"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    project_id: Mapped[uuid.UUID] = _project_fk()
+    name: Mapped[str] = mapped_column(Text)
+    version: Mapped[int] = mapped_column(Integer)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = _now()
+
+    __table_args__ = (
+        UniqueConstraint("project_id", "name", "version", name="uq_workflows_version"),
+        CheckConstraint("version >= 1", name="ck_workflows_version"),
+    )
+

@@ -25,7 +25,7 @@ from app.schemas import Integral, Text
 from tasks import keystore
 from tasks.coding import github, webhooks
 from tasks.coding.gitsource import REPO_URL_PATTERN, url_problem
-from tasks.coding.payloads import RunTaskPayload
+from tasks.coding.payloads import BRANCH_PATTERN, RunTaskPayload
 from tasks.enqueue import EnqueueRequest, enqueue
 from tasks.errors import RetryableError, SwitchyardError
 from tasks.settings import get_settings
@@ -37,9 +37,6 @@ WEBHOOK_SECRET = "github_webhook_secret"
 GITHUB_TOKEN = "github_token"
 IGNORED_HEADER = "X-Switchyard-Ignored"
 GITHUB_SECONDS = 5.0  # GitHub gives a delivery ten seconds in all
-# payloads._branch as a pattern, so the API's schema says what the server accepts.
-BRANCH_PATTERN = (r"^(?!.*\.\.)(?!.*//)(?!.*\.lock$)[A-Za-z0-9]"
-                  r"(?:[A-Za-z0-9._/-]{0,198}[A-Za-z0-9_-])?$")
 
 
 class CodeTaskBody(RunTaskPayload):

@@ -9,6 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 GITHUB_REPO = r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$"
 # A branch name git accepts and a shell or an option parser cannot misread.
 BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
+# The same rule (and _branch's) as one pattern, so the API's schema says what is accepted.
+BRANCH_PATTERN = (r"^(?!.*\.\.)(?!.*//)(?!.*\.lock$)[A-Za-z0-9]"
+                  r"(?:[A-Za-z0-9._/-]{0,198}[A-Za-z0-9_-])?$")
 
 
 def _branch(value: str | None) -> str | None:
@@ -27,7 +30,7 @@ class RunTaskPayload(BaseModel):
     task: str = Field(min_length=1, max_length=20_000)
     # The branch to start from and to open the pull request against (default: the
     # repository's default branch); the work itself goes on switchyard/<job>-<slug>.
-    branch: str | None = None
+    branch: str | None = Field(None, json_schema_extra={"pattern": BRANCH_PATTERN})
     github_repo: str | None = Field(None, pattern=GITHUB_REPO)
     max_iterations: int = Field(5, ge=1, le=10)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +32,9 @@ UNION ALL SELECT id, version, false FROM newest WHERE spec = %(spec)s::jsonb
 """
 
 
+ATTEMPTS = 50
+
+
 @dataclass(frozen=True)
 class Saved:
     id: uuid.UUID
@@ -50,14 +55,17 @@ class Stored:
 def save(project_id: uuid.UUID | str, spec: WorkflowSpec) -> Saved:
     params = {"id": uuid.uuid4(), "project": str(project_id), "name": spec.name,
               "spec": json.dumps(spec.model_dump(mode="json"))}
-    for attempt in range(5):  # two saves of one name at once: the loser takes the next number
+    # Saves of one name at once: each loser takes the next number (n racers: n - 1 retries
+    # at worst), after a short random pause so they do not collide in step again.
+    for attempt in range(ATTEMPTS):
         try:
             row = pg.fetch_one(SAVE, params)
             assert row is not None
             return Saved(row[0], row[1], row[2])
         except psycopg.errors.UniqueViolation:
-            if attempt == 4:
+            if attempt == ATTEMPTS - 1:
                 raise
+            time.sleep(random.uniform(0, 0.02))
     raise AssertionError("unreachable")
 
 

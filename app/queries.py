@@ -17,7 +17,7 @@ from models import AgentJob, Artifact, JobStep, Project
 
 
 def project_for_owner(session: Session, owner: uuid.UUID, project_id: str) -> Project | None:
-    pid = _uuid(project_id)
+    pid = parse_uuid(project_id)
     if pid is None:
         return None
     return session.scalar(select(Project).where(Project.id == pid, Project.owner_id == owner))
@@ -36,7 +36,7 @@ def project_id_for_owner(owner: uuid.UUID, project_id: str) -> uuid.UUID | None:
     object, one prepared statement on the web process's small pool (app.pgpool)."""
     from app import pgpool
 
-    pid = _uuid(project_id)
+    pid = parse_uuid(project_id)
     if pid is None:
         return None
     row = pgpool.fetch_one("SELECT id FROM projects WHERE id = %s AND owner_id = %s",
@@ -45,7 +45,7 @@ def project_id_for_owner(owner: uuid.UUID, project_id: str) -> uuid.UUID | None:
 
 
 def job_for_owner(session: Session, owner: uuid.UUID, job_id: str) -> AgentJob | None:
-    jid = _uuid(job_id)
+    jid = parse_uuid(job_id)
     if jid is None:
         return None
     return session.scalar(
@@ -55,7 +55,7 @@ def job_for_owner(session: Session, owner: uuid.UUID, job_id: str) -> AgentJob |
 
 
 def artifact_for_owner(session: Session, owner: uuid.UUID, artifact_id: str) -> Artifact | None:
-    aid = _uuid(artifact_id)
+    aid = parse_uuid(artifact_id)
     if aid is None:
         return None
     return session.scalar(
@@ -145,7 +145,8 @@ def job_json(j: AgentJob, steps: list[JobStep] | None = None) -> dict[str, Any]:
         for s in steps]).dump()
 
 
-def _uuid(value: str) -> uuid.UUID | None:
+def parse_uuid(value: str) -> uuid.UUID | None:
+    """The id in `value`, or None when it is not one (a route answers 404 for it)."""
     try:
         return uuid.UUID(value)
     except ValueError:

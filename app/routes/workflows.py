@@ -4,14 +4,12 @@ them is the next part of issue 12."""
 
 from __future__ import annotations
 
-import uuid
-
 from flask import Blueprint, jsonify
 
 from app import db
 from app.auth import current_owner
 from app.errors import ApiError, not_found
-from app.queries import project_id_for_owner, require_project
+from app.queries import parse_uuid, project_id_for_owner, require_project
 from app.routes.body import parse_body
 from app.schemas import iso
 from tasks import registry
@@ -53,18 +51,10 @@ def list_workflows(pid: str):
 
 @bp.get("/api/workflows/<wid>")
 def get_workflow(wid: str):
-    stored = store.get(wid) if _uuid(wid) else None
+    stored = store.get(wid) if parse_uuid(wid) else None
     # Another owner's workflow is not found, like a missing one.
     if stored is None or project_id_for_owner(current_owner(), str(stored.project_id)) is None:
         raise not_found("workflow")
     return jsonify({"id": str(stored.id), "project_id": str(stored.project_id),
                     "name": stored.name, "version": stored.version, "spec": stored.spec,
                     "created_at": iso(stored.created_at)})
-
-
-def _uuid(text: str) -> bool:
-    try:
-        uuid.UUID(text)
-    except ValueError:
-        return False
-    return True

@@ -46,13 +46,19 @@ class Checkout:
         """Make the directory hold exactly base + patch (after a crash, a move, a stray write)."""
         if self.synced:
             return
-        assert self.source is not None, "ensure() before the clone step"
         if not git.git_dir(self.ws.root).is_dir():  # another machine, or a cleaned data dir
-            git.clone(self.source, self.ws.root, token=self.token, branch=self.branch)
-            git.exclude(self.ws.root, JUNK)
+            self.clone()
         git.restore(self.ws.root, self.base, self.patch)
         sandbox.prepare_for_sandbox(self.ws.root)
         self.synced = True
+
+    def clone(self) -> str:
+        """A fresh clone of the source, ready for the sandbox; the commit checked out."""
+        assert self.source is not None, "the clone step checks the source first"
+        base = git.clone(self.source, self.ws.root, token=self.token, branch=self.branch)
+        git.exclude(self.ws.root, JUNK)
+        sandbox.prepare_for_sandbox(self.ws.root)
+        return base
 
 
 @dataclass

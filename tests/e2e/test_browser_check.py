@@ -4,17 +4,15 @@ egress guard on every request the page makes."""
 from __future__ import annotations
 
 import io
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from tasks import browser_check
-from tests.support.landing_pages import BAD, GOOD
+from tests.support.landing_pages import BAD, GOOD, PageHandler, serving
 
 
-class _Site(BaseHTTPRequestHandler):
+class _Site(PageHandler):
     paths: list[str] = []
 
     def do_GET(self) -> None:
@@ -29,26 +27,16 @@ class _Site(BaseHTTPRequestHandler):
             self.send_response(404)
             self.end_headers()
             return
-        data = body.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.send_page(200, "text/html; charset=utf-8", body)
 
 
 @pytest.fixture
 def site() -> Iterator[str]:
     if not browser_check.CHROMIUM.exists():
         pytest.skip("apt-get install chromium")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     _Site.paths = []
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving(_Site) as base:
+        yield base
 
 
 def test_a_good_landing_page_passes_and_its_internal_requests_are_refused(site) -> None:

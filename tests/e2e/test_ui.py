@@ -590,27 +590,10 @@ def test_a_job_created_through_the_api_appears_in_the_open_jobs_table_and_follow
 
 def test_a_report_and_a_page_check_asked_for_on_the_project_page_show_their_files(
         site: Site, page: Page) -> None:
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from tests.support.landing_pages import Landing, serving
 
-    from tests.support.landing_pages import GOOD
-
-    class Landing(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            data = GOOD.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Landing)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    landing = f"http://127.0.0.1:{server.server_address[1]}/"
-    try:
+    with serving(Landing) as base:
+        landing = base + "/"
         project = site.project("Harbour")
         sign_in(page, site)
         page.goto(f"{site.base}/projects/{project}")
@@ -644,5 +627,3 @@ def test_a_report_and_a_page_check_asked_for_on_the_project_page_show_their_file
                                "'#job-files tr[data-check=screenshot] img.thumb').naturalWidth"
                                " === 1280")
         shoot(page, "job-check-results")
-    finally:
-        server.shutdown()

@@ -70,6 +70,20 @@ def remote_file(bare: Path, ref: str, path: str) -> str:
                           check=True, capture_output=True, text=True).stdout
 
 
+def bare_repo(repos: Path, name: str, files: dict[str, str], work: Path) -> Path:
+    """repos/<name>.git holding `files` in one commit on main (built in `work`)."""
+    work.mkdir()
+    for path, body in files.items():
+        (work / path).write_text(body)
+    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    bare = repos / f"{name}.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
+    return bare
+
+
 def submit(alice: Caller, repo: Path, **fields: object) -> str:
     r = alice.post(f"/api/projects/{alice.project}/code-tasks",
                    {"repo_url": str(repo), "task": TASK, **fields})
@@ -150,17 +164,10 @@ def test_a_repeated_error_switches_to_debug_mode(
 
 def test_a_repository_without_tests_gets_a_self_review_marked_as_such(
         alice: Caller, repos: Path, model: FakeAnthropic, tmp_path: Path) -> None:
-    work = tmp_path / "notes"
-    work.mkdir()
-    (work / "calculator.py").write_text(FILES["calculator.py"])
-    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "one"], check=True)
-    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(repos / "notests.git")],
-                   check=True)
+    bare = bare_repo(repos, "notests", {"calculator.py": FILES["calculator.py"]},
+                     tmp_path / "notests")
     model.script = brains.straight
-    job_id = submit(alice, repos / "notests.git", max_iterations=2)
+    job_id = submit(alice, bare, max_iterations=2)
 
     job = wait_for(job_id, "completed", "failed", timeout=120)
     assert job["status"] == "completed", job["last_error"]
@@ -254,24 +261,15 @@ def test_an_mvp_is_built_verified_pushed_and_its_deploy_asked_for(
 
 def test_what_the_checks_leave_behind_is_not_committed(
         alice: Caller, repos: Path, model: FakeAnthropic, tmp_path: Path) -> None:
-    work = tmp_path / "leaky"
-    work.mkdir()
-    for name, body in FILES.items():
-        (work / name).write_text(body)
     # the repository's own test writes a file each run: the check's trace, not the work
-    (work / "test_calculator.py").write_text(
-        FILES["test_calculator.py"] + "\n\nopen('coverage-report.txt', 'w').write('x')\n")
-    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "one"], check=True)
-    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(repos / "leaky.git")],
-                   check=True)
+    leaky_test = FILES["test_calculator.py"] + "\n\nopen('coverage-report.txt', 'w').write('x')\n"
+    bare = bare_repo(repos, "leaky", {**FILES, "test_calculator.py": leaky_test},
+                     tmp_path / "leaky")
     model.script = brains.straight
-    job_id = submit(alice, repos / "leaky.git")
+    job_id = submit(alice, bare)
     job = wait_for(job_id, "completed", "failed", timeout=120)
     assert job["status"] == "completed", job["last_error"]
-    listed = subprocess.run(["git", "--git-dir", str(repos / "leaky.git"), "ls-tree", "-r",
+    listed = subprocess.run(["git", "--git-dir", str(bare), "ls-tree", "-r",
                              "--name-only", job["result"]["branch"]],
                             check=True, capture_output=True, text=True).stdout.split()
     assert "coverage-report.txt" not in listed and "calculator.py" in listed

@@ -4,9 +4,7 @@ worker: the files and screenshots land as artifacts, the results and memory foll
 from __future__ import annotations
 
 import io
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from flask.testing import FlaskClient
@@ -17,7 +15,7 @@ from app.web import create_app
 from tasks import browser_check, pg
 from tests.integration.jobdb import wait_for
 from tests.integration.test_api_contract import Caller, _caller
-from tests.support.landing_pages import GOOD
+from tests.support.landing_pages import Landing, serving
 
 
 @pytest.fixture
@@ -64,27 +62,12 @@ def test_a_report_job_leaves_its_file_as_an_artifact_and_its_findings_in_memory(
     assert "Evidence so far" in memory(alice.project)["report: Tide-aware scheduling"]
 
 
-class _Landing(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        data = GOOD.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def landing() -> Iterator[str]:
     if not browser_check.CHROMIUM.exists():
         pytest.skip("apt-get install chromium")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Landing)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
+    with serving(Landing) as base:
+        yield base + "/"
 
 
 def test_a_page_check_job_stores_its_screenshots_and_remembers_the_verdict(

@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from tasks import research
 from tasks.settings import get_settings
+from tests.support.landing_pages import PageHandler, serving
 
 PAGE = ("<html><head><title>Tides  and ports</title><script>var x = 'secret';</script>"
         "<style>p {}</style></head><body><h1>Harbours</h1><p>Plan around the "
         "&amp; tides.</p></body></html>")
 
 
-class _Site(BaseHTTPRequestHandler):
+class _Site(PageHandler):
     seen: list[tuple[str, str | None]] = []
 
     def do_GET(self) -> None:
@@ -29,35 +28,22 @@ class _Site(BaseHTTPRequestHandler):
             body = json.dumps({"results": [
                 {"title": f"About {q}", "url": "https://example.org/a", "snippet": "A"},
                 {"title": "Second", "url": "https://example.org/b", "snippet": "B"}]})
-            self._send(200, "application/json", body)
+            self.send_page(200, "application/json", body)
         elif parts.path == "/page":
-            self._send(200, "text/html; charset=utf-8", PAGE)
+            self.send_page(200, "text/html; charset=utf-8", PAGE)
         elif parts.path == "/moved":
             self.send_response(302)
             self.send_header("Location", "/page")
             self.end_headers()
         else:
-            self._send(404, "text/plain", "no")
-
-    def _send(self, status: int, kind: str, body: str) -> None:
-        data = body.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+            self.send_page(404, "text/plain", "no")
 
 
 @pytest.fixture
 def site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     _Site.seen = []
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving(_Site) as base:
+        yield base
 
 
 def settings(monkeypatch: pytest.MonkeyPatch, **env: str) -> None:

@@ -10,7 +10,8 @@ from tasks.handlers import (
     nightshift,
     packets,
     reports,
+    workflow,
 )
 
 __all__ = ["approval_execute", "browser", "canary", "chat", "code", "mail", "nightshift", "packets",
-           "reports"]
+           "reports", "workflow"]

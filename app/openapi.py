@@ -414,8 +414,11 @@ def _workflow_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
                        "versions, newest first.", {200: _json("The workflows.", "WorkflowList")},
                        (404,), params=[PID])},
         "/api/workflows/{wid}": {"get": _op(
-            "get_workflow", "One version of a workflow, its spec as saved.",
-            {200: _json("The workflow.", "Workflow")}, (404,), params=[wid])},
+            "get_workflow", "One version of a workflow, its spec as saved; `?version=n` "
+            "answers that version of the same name instead (a 422 when it has none).",
+            {200: _json("The workflow.", "Workflow")}, (404, 422), params=[wid, {
+                "name": "version", "in": "query", "required": False,
+                "schema": typed("integer", minimum=1, maximum=1_000_000)}])},
     }
 
 

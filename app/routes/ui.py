@@ -180,6 +180,11 @@ def job_page(jid: str):
     return page("job.html", job_id=jid)
 
 
+@bp.get("/workflow-runs/<jid>")
+def workflow_run_page(jid: str):
+    return page("workflow_run.html", job_id=jid)
+
+
 @bp.get("/monitor")
 def monitor_page():
     # The same flag the API routes read: the signed-in token's own (app.auth.current_viewer).

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, jsonify, url_for
+from flask import Blueprint, jsonify, request, url_for
 from pydantic import BaseModel, ConfigDict, Field
 
 from app import db
@@ -55,7 +55,8 @@ def list_workflows(pid: str):
 
 @bp.get("/api/workflows/<wid>")
 def get_workflow(wid: str):
-    stored = _owned(wid)
+    """`?version=n`: that version of the same name instead (a listing gives the newest's id)."""
+    stored = _at_version(_owned(wid), _version_arg())
     return jsonify({"id": str(stored.id), "project_id": str(stored.project_id),
                     "name": stored.name, "version": stored.version, "spec": stored.spec,
                     "created_at": iso(stored.created_at)})
@@ -70,6 +71,27 @@ class RunBody(BaseModel):
     idempotency_key: Text | None = Field(default=None, min_length=1, max_length=255)
 
 
+def _version_arg() -> int | None:
+    raw = request.args.get("version")
+    if raw is None:
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) <= 1_000_000:
+        raise ApiError(422, "invalid_request", "version must be a whole number from 1",
+                       {"fields": {"version": "not a version number"}})
+    return int(raw)
+
+
+def _at_version(stored: store.Stored, version: int | None) -> store.Stored:
+    """The same name's `version`, or `stored` itself when none (or its own) is asked for."""
+    if version is None or version == stored.version:
+        return stored
+    other = store.version_of(stored.project_id, stored.name, version)
+    if other is None:
+        raise ApiError(422, "invalid_request", f"workflow {stored.name!r} has no version "
+                       f"{version}", {"fields": {"version": "no such version"}})
+    return other
+
+
 def _owned(wid: str) -> store.Stored:
     stored = store.get(wid) if parse_uuid(wid) else None
     # Another owner's workflow is not found, like a missing one.
@@ -82,12 +104,7 @@ def _owned(wid: str) -> store.Stored:
 def run_workflow(wid: str):
     stored = _owned(wid)
     body = parse_body(RunBody)
-    if body.version is not None and body.version != stored.version:
-        other = store.version_of(stored.project_id, stored.name, body.version)
-        if other is None:
-            raise ApiError(422, "invalid_request", f"workflow {stored.name!r} has no version "
-                           f"{body.version}", {"fields": {"version": "no such version"}})
-        stored = other
+    stored = _at_version(stored, body.version)
     payload: dict[str, Any] = {"workflow_id": str(stored.id), "inputs": body.inputs}
     if body.max_parallel is not None:
         payload["max_parallel"] = body.max_parallel

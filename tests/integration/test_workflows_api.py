@@ -40,6 +40,12 @@ def test_each_save_of_a_name_is_a_new_immutable_version(alice: Caller) -> None: 
     listed = alice.get(url(alice)).get_json()["items"]
     assert [(w["name"], w["versions"], w["latest_id"]) for w in listed] == [
         ("nightly", [2, 1], second.get_json()["id"])]
+    # any version of the name, reached from the newest's id (what a listing gives)
+    latest = second.get_json()["id"]
+    by_version = alice.get(f"/api/workflows/{latest}?version=1").get_json()
+    assert by_version["id"] == first.get_json()["id"] and by_version["version"] == 1
+    assert alice.get(f"/api/workflows/{latest}?version=3").status_code == 422
+    assert alice.get(f"/api/workflows/{latest}?version=x").status_code == 422
 
 
 def test_every_problem_is_named_and_nothing_is_written(alice: Caller) -> None:  # noqa: F811

@@ -28,6 +28,7 @@ from app.schemas import (
     JobListQuery,
     ProjectCreate,
     ProjectUpdate,
+    WorkflowRunBody,
 )
 from models.startup import APPROVAL_STATUSES, EFFECT_STATUSES
 from tasks import keystore, registry
@@ -60,7 +61,8 @@ BODIES: dict[str, type[BaseModel]] = {"ProjectCreate": ProjectCreate,
                                       "ChatBody": ChatBody, "DecisionBody": DecisionBody,
                                       "SecretBody": SecretBody, "ResolveBody": ResolveBody,
                                       "CodeTaskBody": CodeTaskBody,
-                                      "WorkflowSpec": WorkflowSpec}
+                                      "WorkflowSpec": WorkflowSpec,
+                                      "WorkflowRunBody": WorkflowRunBody}
 
 
 def _json(description: str, schema: str) -> dict[str, Any]:
@@ -419,6 +421,23 @@ def _workflow_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
             {200: _json("The workflow.", "Workflow")}, (404, 422), params=[wid, {
                 "name": "version", "in": "query", "required": False,
                 "schema": typed("integer", minimum=1, maximum=1_000_000)}])},
+        "/api/workflows/{wid}/runs": {
+            "post": _op("run_workflow", "Run this version of the workflow (or `version`, "
+                        "another of the same name) with `inputs`: a `workflow.run` job whose "
+                        "steps are child jobs, started as their dependencies end (at most "
+                        "`max_parallel` at once), skipped when their condition is false, held "
+                        "for an approval when gated. 200 answers an earlier run with the same "
+                        "`idempotency_key`.",
+                        {202: _json("Started.", "JobStarted"),
+                         200: _json("Started earlier.", "JobStarted")},
+                        (*json_body, 404, 422), params=[wid], body="WorkflowRunBody"),
+            "get": _op("list_workflow_runs", "This version's 50 newest runs.",
+                       {200: _json("The runs.", "WorkflowRunList")}, (404,), params=[wid])},
+        "/api/workflow-runs/{jid}": {"get": _op(
+            "get_workflow_run", "A run and each of its steps: status (`pending`, "
+            "`waiting_approval`, `running`, `completed`, `failed`, `skipped`, `canceled`), "
+            "child job, output and error.", {200: _json("The run.", "WorkflowRun")}, (404,),
+            params=[JID])},
     }
 
 

@@ -408,9 +408,43 @@ class Workflow(Response):
     created_at: Stamp
 
 
+class WorkflowRunStep(Response):
+    status: Literal["pending", "waiting_approval", "running", "completed", "failed", "skipped",
+                    "canceled"]
+    job_id: uuid.UUID | None
+    output: Any
+    error: str | None
+    approval_id: uuid.UUID | None
+
+
+class WorkflowRun(Response):
+    job_id: uuid.UUID
+    status: JobStatus
+    error: str | None
+    workflow_id: uuid.UUID
+    name: str | None
+    version: Annotated[int, Field(ge=1)] | None
+    inputs: dict[str, Any]
+    spec: dict[str, Any] | None
+    created_at: Stamp
+    completed_at: Stamp | None
+    steps: dict[str, WorkflowRunStep]
+
+
+class WorkflowRunSummary(Response):
+    job_id: uuid.UUID
+    status: JobStatus
+    inputs: dict[str, Any]
+    created_at: Stamp
+
+
+class WorkflowRunList(Response):
+    items: list[WorkflowRunSummary]
+
+
 RESPONSE_MODELS: dict[str, type[Response]] = {model.__name__: model for model in (
     Error, Project, ProjectList, JobAccepted, JobSummary, Job, Step, JobPage, JobList,
     Diagnosis, QueueStats, Workers, RetryBatch, JobStarted, ChatPosted, ChatList, Approval,
     ApprovalList, Enqueued, SecretList, MemoryList, Effect, EffectList, PacketList, LlmUsage,
     Event, EventPage, Health, Readiness, ArtifactList, ProjectArtifactList, WorkflowSaved,
-    WorkflowList, Workflow)}
+    WorkflowList, Workflow, WorkflowRun, WorkflowRunList)}

@@ -216,3 +216,19 @@ class ChatListQuery(BaseModel):
 
 def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
+
+
+class WorkflowRunBody(Strict):
+    """`POST /api/workflows/<wid>/runs`: the run's inputs, and optionally another version."""
+
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    version: Annotated[int, Field(ge=1, le=1_000_000), Integral] | None = None
+    max_parallel: Annotated[int, Field(ge=1, le=16), Integral] | None = None
+    idempotency_key: Text | None = Field(default=None, min_length=1, max_length=255)
+
+    @field_validator("inputs")
+    @classmethod
+    def _inputs_storable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if has_nul(value):
+            raise ValueError("no string in the inputs may contain the NUL character (\\u0000)")
+        return value

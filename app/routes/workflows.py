@@ -7,14 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, jsonify, request, url_for
-from pydantic import BaseModel, ConfigDict, Field
 
 from app import db
 from app.auth import current_owner
 from app.errors import ApiError, not_found
 from app.queries import parse_uuid, project_id_for_owner, require_project
 from app.routes.body import parse_body
-from app.schemas import Text, iso
+from app.schemas import WorkflowRunBody, iso
 from tasks import pg, registry
 from tasks.enqueue import EnqueueRequest, enqueue
 from tasks.errors import SwitchyardError
@@ -62,15 +61,6 @@ def get_workflow(wid: str):
                     "created_at": iso(stored.created_at)})
 
 
-class RunBody(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    inputs: dict[str, Any] = Field(default_factory=dict)
-    version: int | None = Field(default=None, ge=1, le=1_000_000)
-    max_parallel: int | None = Field(default=None, ge=1, le=16)
-    idempotency_key: Text | None = Field(default=None, min_length=1, max_length=255)
-
-
 def _version_arg() -> int | None:
     raw = request.args.get("version")
     if raw is None:
@@ -103,7 +93,7 @@ def _owned(wid: str) -> store.Stored:
 @bp.post("/api/workflows/<wid>/runs")
 def run_workflow(wid: str):
     stored = _owned(wid)
-    body = parse_body(RunBody)
+    body = parse_body(WorkflowRunBody)
     stored = _at_version(stored, body.version)
     payload: dict[str, Any] = {"workflow_id": str(stored.id), "inputs": body.inputs}
     if body.max_parallel is not None:

@@ -185,6 +185,11 @@ def workflow_run_page(jid: str):
     return page("workflow_run.html", job_id=jid)
 
 
+@bp.get("/plans/<plan_id>")
+def plan_page(plan_id: str):
+    return page("plan.html", plan_id=plan_id)
+
+
 @bp.get("/monitor")
 def monitor_page():
     # The same flag the API routes read: the signed-in token's own (app.auth.current_viewer).

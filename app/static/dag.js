@@ -3,7 +3,7 @@
    curves from a dependency down to its dependant, and each node is coloured by its status. */
 import { svg } from "./ui.js";
 
-const W = 176, H = 52, GAP_X = 20, GAP_Y = 46, PAD = 6, NAME_CHARS = 22;
+const W = 176, H = 52, GAP_X = 20, GAP_Y = 46, PAD = 6, NAME_CHARS = 22, BYPASS = 48;
 let drawn = 0; // each drawing's arrow marker needs an id of its own on the page
 
 /** Each node's layer: 0 without dependencies, else one past its deepest one. Unknown names and
@@ -26,8 +26,7 @@ export function layers(nodes) {
 }
 
 /** Rows of node ids; a row's order follows its dependencies' mean position (fewer crossings). */
-function rows(nodes) {
-  const layer = layers(nodes);
+function rows(nodes, layer) {
   const out = [];
   nodes.forEach((n) => (out[layer.get(n.id)] ||= []).push(n));
   const x = new Map();
@@ -54,13 +53,18 @@ const cut = (text) => (text.length > NAME_CHARS ? text.slice(0, NAME_CHARS - 1) 
  */
 export function drawDag(nodes, caption) {
   const id = `dag-arrow-${++drawn}`;
-  const grid = rows(nodes);
+  const layer = layers(nodes);
+  const grid = rows(nodes, layer);
   const widest = Math.max(1, ...grid.map((r) => r.length));
-  const width = widest * (W + GAP_X) - GAP_X + 2 * PAD;
+  const narrow = widest * (W + GAP_X) - GAP_X + 2 * PAD;
   const height = Math.max(1, grid.length) * (H + GAP_Y) - GAP_Y + 2 * PAD;
+  const span = (n, dep) => layer.get(n.id) - layer.get(dep);
+  // An edge that skips a row goes round the right of the rows it skips, not through their nodes.
+  const skips = nodes.some((n) => (n.depends_on || []).some((d) => layer.has(d) && span(n, d) > 1));
+  const width = narrow + (skips ? BYPASS : 0);
   const at = new Map();
   grid.forEach((row, y) => {
-    const left = (width - (row.length * (W + GAP_X) - GAP_X)) / 2;
+    const left = (narrow - (row.length * (W + GAP_X) - GAP_X)) / 2;
     row.forEach((n, i) => at.set(n.id, { x: left + i * (W + GAP_X), y: PAD + y * (H + GAP_Y) }));
   });
   const root = svg("svg", { class: "dag", viewBox: `0 0 ${width} ${height}`, width, height, role: "img" },
@@ -71,13 +75,23 @@ export function drawDag(nodes, caption) {
     for (const dep of n.depends_on || []) {
       const from = at.get(dep), to = at.get(n.id);
       if (!from || !to) continue;
-      const x1 = from.x + W / 2, y1 = from.y + H, x2 = to.x + W / 2, y2 = to.y - 2, mid = (y1 + y2) / 2;
-      root.append(svg("path", { class: "dag-edge", d: `M${x1},${y1} C${x1},${mid} ${x2},${mid} ${x2},${y2}`,
+      root.append(svg("path", { class: "dag-edge", d: span(n, dep) > 1 ? bypass(from, to) : direct(from, to),
         "marker-end": `url(#${id})`, "data-from": dep, "data-to": n.id }));
     }
   }
   for (const n of nodes) root.append(nodeShape(n, at.get(n.id)));
   return root;
+}
+
+function direct(from, to) {
+  const x1 = from.x + W / 2, y1 = from.y + H, x2 = to.x + W / 2, y2 = to.y - 2, mid = (y1 + y2) / 2;
+  return `M${x1},${y1} C${x1},${mid} ${x2},${mid} ${x2},${y2}`;
+}
+
+function bypass(from, to) {
+  const x1 = from.x + W, y1 = from.y + H / 2, x2 = to.x + W + 2, y2 = to.y + H / 2;
+  const out = Math.max(x1, x2) + BYPASS - PAD;
+  return `M${x1},${y1} C${out},${y1} ${out},${y2} ${x2},${y2}`;
 }
 
 function nodeShape(n, { x, y }) {

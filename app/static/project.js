@@ -13,6 +13,7 @@ import "./effects.js";
 import "./artifacts.js";
 import { loadWorkflows } from "./workflows_panel.js";
 import { loadPlans } from "./plans_panel.js";
+import { loadFunctions } from "./functions_panel.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const TAIL = 100; // the stream opens this many events back; older ones on demand
@@ -41,7 +42,7 @@ async function start() {
     $("#live").hidden = true;
     return;
   }
-  const loads = [loadJobs(), loadChat(), loadApprovals(), loadMemory(), loadWorkflows(), loadPlans()];
+  const loads = [loadJobs(), loadChat(), loadApprovals(), loadMemory(), loadWorkflows(), loadPlans(), loadFunctions()];
   for (const r of await Promise.allSettled(loads)) if (r.status === "rejected") fail(r.reason);
   // Opens TAIL events back, then goes live; after a dropped connection the stream resumes
   // from the last id it saw. Older events come a page at a time ("Older events").

@@ -1,0 +1,108 @@
+/* The project page's Functions panel: the project's functions with their versions, a chosen
+   version's code (read-only), a form that runs it with a JSON input, and its recent runs,
+   whose statuses follow the project's live stream. */
+import { api, h, $, fill, time, badge, jobLink, empty, busy, flash, fail, debounce, short } from "./ui.js";
+
+const enc = encodeURIComponent($("#project").dataset.projectId);
+const box = $("#functions");
+const detail = $("#function-detail");
+let chosen = null; // { name, version } on show
+const fnUrl = (name) => `/api/projects/${enc}/functions/${encodeURIComponent(name)}`;
+
+export async function loadFunctions() {
+  let data;
+  try {
+    data = await api("GET", `/api/projects/${enc}/functions`);
+  } catch (e) {
+    // The project was found (the page loaded it first): a 404 here is a server without functions.
+    if (e.status === 404) { box.closest("section").hidden = true; return; }
+    throw e;
+  }
+  fill(box, data.items.length ? h("ul", { class: "rows" }, data.items.map((f) =>
+    h("li", { class: "row function", dataset: { name: f.name } },
+      h("span", { class: "title mono" }, f.name),
+      h("span", { class: "versions", role: "group", "aria-label": `Versions of ${f.name}` }, f.versions.map((v) =>
+        h("button", { type: "button", class: "ghost version", dataset: { version: v },
+          "aria-pressed": String(chosen?.name === f.name && chosen?.version === v),
+          onclick: (ev) => busy(ev.currentTarget, () => choose(f.name, v)) }, `v${v}`))),
+      f.description ? h("span", { class: "muted small clamp" }, f.description) : null)))
+    : empty("No functions yet. Save one with POST /api/projects/<id>/functions, or let an agent write one."));
+}
+
+async function choose(name, version) {
+  const fn = await api("GET", `${fnUrl(name)}?version=${version}`);
+  chosen = { name, version };
+  for (const b of box.querySelectorAll("button.version")) {
+    b.setAttribute("aria-pressed", String(b.closest(".function").dataset.name === name && Number(b.dataset.version) === version));
+  }
+  detail.hidden = false;
+  fill(detail,
+    h("h3", {}, h("span", { class: "mono" }, fn.name), " ", h("span", { class: "muted" }, `v${fn.version}`)),
+    fn.description ? h("p", { class: "muted" }, fn.description) : null,
+    h("p", { class: "meta small" }, h("span", { class: "muted" }, "saved "), time(fn.created_at),
+      fn.created_by_job ? [h("span", { class: "muted" }, " by job "), jobLink(fn.created_by_job)] : null),
+    h("pre", { class: "code", id: "function-code", tabindex: 0, "aria-label": `Code of ${fn.name} v${fn.version}` }, fn.code),
+    runForm(fn),
+    h("h4", {}, "Recent runs"),
+    h("div", { id: "function-runs" }, h("p", { class: "muted" }, "Loading…")));
+  await loadRuns();
+}
+
+function runForm(fn) {
+  const error = h("p", { class: "error", role: "alert", hidden: true });
+  const input = h("textarea", { id: "fn-input", name: "input", rows: 3, class: "mono", spellcheck: "false" }, "{}");
+  const form = h("form", { id: "function-run", class: "stack" },
+    h("label", { for: "fn-input" }, "Input ", h("span", { class: "muted" }, "(any JSON value)")),
+    input, error,
+    h("button", { type: "submit", class: "primary" }, `Run v${fn.version}`));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    error.hidden = true;
+    let value;
+    try {
+      value = input.value.trim() ? JSON.parse(input.value) : null;
+    } catch (e) {
+      error.textContent = `The input is not valid JSON: ${e.message}`;
+      error.hidden = false;
+      input.focus();
+      return;
+    }
+    busy(form.querySelector("button[type=submit]"), async () => {
+      try {
+        const r = await api("POST", `${fnUrl(fn.name)}/runs`, { input: value, version: fn.version });
+        flash(`Function ${fn.name} started: job ${short(r.job_id)}.`, "ok", { href: `/jobs/${r.job_id}`, text: "Open the job" });
+        await loadRuns();
+      } catch (e) {
+        error.textContent = e.message;
+        error.hidden = false;
+      }
+    });
+  });
+  return form;
+}
+
+function outcome(r) {
+  if (r.last_error) return h("span", { class: "error clamp" }, r.last_error);
+  if (r.status !== "completed") return null;
+  return h("code", { class: "clamp fn-output" }, JSON.stringify(r.result?.output ?? null));
+}
+
+async function loadRuns() {
+  if (!chosen) return;
+  const { name } = chosen;
+  const data = await api("GET", `${fnUrl(name)}/runs?limit=10`);
+  const target = $("#function-runs");
+  if (!target || chosen?.name !== name) return; // another function was chosen meanwhile
+  fill(target, data.items.length ? h("ul", { class: "rows" }, data.items.map((r) =>
+    h("li", { class: "row fn-run", dataset: { jobId: r.job_id, status: r.status } },
+      jobLink(r.job_id), badge(r.status),
+      r.version ? h("span", { class: "muted" }, `v${r.version}`) : h("span", { class: "muted" }, "newest"),
+      h("span", { class: "muted small" }, `${r.calls} call${r.calls === 1 ? "" : "s"}`),
+      outcome(r), time(r.created_at))))
+    : empty("Not run yet."));
+}
+
+const refreshRuns = debounce(() => loadRuns().catch(fail), 500);
+document.addEventListener("sy:event", (ev) => {
+  if (chosen && ev.detail.type === "status" && ev.detail.live) refreshRuns();
+});

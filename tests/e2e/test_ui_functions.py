@@ -91,7 +91,7 @@ def test_a_function_is_read_run_and_its_calls_and_replays_shown(site: Site, page
     expect(calls).to_have_count(3)
     assert [calls.nth(i).get_attribute("data-tool") for i in range(3)] == [
         "db", "tasks.run", "db"]
-    expect(calls.nth(0).locator(".call-args")).to_contain_text("before")
+    expect(calls.nth(0).locator(".call-args")).to_contain_text('"op": "insert"')
     job = site.api("GET", f"/api/jobs/{job_id}")
     nested = next(s for s in job["steps"] if s["name"] == "call:1:tasks.run")["output"]["child"]
     expect(calls.nth(1).locator(f"a[href='/jobs/{nested}']")).to_be_visible()

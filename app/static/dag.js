@@ -75,7 +75,7 @@ export function drawDag(nodes, caption) {
     for (const dep of n.depends_on || []) {
       const from = at.get(dep), to = at.get(n.id);
       if (!from || !to) continue;
-      root.append(svg("path", { class: "dag-edge", d: span(n, dep) > 1 ? bypass(from, to) : direct(from, to),
+      root.append(svg("path", { class: "dag-edge", d: span(n, dep) > 1 ? bypass(from, to, narrow) : direct(from, to),
         "marker-end": `url(#${id})`, "data-from": dep, "data-to": n.id }));
     }
   }
@@ -88,10 +88,11 @@ function direct(from, to) {
   return `M${x1},${y1} C${x1},${mid} ${x2},${mid} ${x2},${y2}`;
 }
 
-function bypass(from, to) {
+/** Out to the lane right of every row (`narrow` is where the rows end), down, and back in. */
+function bypass(from, to, narrow) {
   const x1 = from.x + W, y1 = from.y + H / 2, x2 = to.x + W + 2, y2 = to.y + H / 2;
-  const out = Math.max(x1, x2) + BYPASS - PAD;
-  return `M${x1},${y1} C${out},${y1} ${out},${y2} ${x2},${y2}`;
+  const lane = narrow + BYPASS / 2, r = 10;
+  return `M${x1},${y1} H${lane - r} Q${lane},${y1} ${lane},${y1 + r} V${y2 - r} Q${lane},${y2} ${lane - r},${y2} H${x2}`;
 }
 
 function nodeShape(n, { x, y }) {

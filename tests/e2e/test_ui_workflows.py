@@ -52,7 +52,7 @@ def test_a_workflow_run_from_the_project_page_draws_its_dag_and_follows_it_live(
          "payload": {**SLOW, "steps": "{{inputs.n}}"}},
         {"name": "left", "job_type": "system.canary", "depends_on": ["fetch"], "payload": SLOW},
         {"name": "right", "job_type": "system.canary", "depends_on": ["fetch"], "payload": SLOW},
-        {"name": "join", "job_type": "system.canary", "depends_on": ["left", "right"],
+        {"name": "join", "job_type": "system.canary", "depends_on": ["left", "right", "fetch"],
          "payload": {"steps": "{{steps.fetch.output.steps}}"}},
     ]
     save(site, project, "nightly", diamond[:1])
@@ -72,8 +72,9 @@ def test_a_workflow_run_from_the_project_page_draws_its_dag_and_follows_it_live(
     expect(v2_button).to_have_attribute("aria-pressed", "true")
     detail = page.locator("#workflow-detail")
     expect(detail.locator("svg.dag .dag-node")).to_have_count(4)
-    expect(detail.locator("svg.dag .dag-edge")).to_have_count(4)
-    expect(detail.locator(".wf-steps li[data-step='join']")).to_contain_text("after left, right")
+    expect(detail.locator("svg.dag .dag-edge")).to_have_count(5)  # fetch → join skips a row
+    expect(detail.locator(".wf-steps li[data-step='join']")).to_contain_text(
+        "after left, right, fetch")
 
     # Then bad inputs are refused next to the form, and good ones start a run
     page.fill("#wf-inputs", "[1, 2]")
@@ -93,7 +94,7 @@ def test_a_workflow_run_from_the_project_page_draws_its_dag_and_follows_it_live(
     expect(page.locator("#r-version")).to_have_text("v2")
     mark_document(page)
     expect(page.locator("#dag .dag-node")).to_have_count(4)
-    expect(page.locator("#dag .dag-edge")).to_have_count(4)
+    expect(page.locator("#dag .dag-edge")).to_have_count(5)
     seen: set[str] = set()
     deadline = time.monotonic() + ENDED / 1000
     while (status := node(page, "join").get_attribute("data-status")) != "completed":

@@ -228,7 +228,7 @@ def main():
         message, line, _column = problem
         fail("syntax", message, line)
     try:
-        start(fn, job["input"])
+        start(fn, job["input"], int(limits["output_bytes"]))
         while ctx.execute_pending_job():
             pass
     except quickjs.JSException as exc:

@@ -294,6 +294,12 @@ def test_check_syntax_runs_nothing() -> None:
     assert sandbox.check_syntax("await tools.log('ran');\nwhile (true) {}") is None
 
 
+def test_check_syntax_bounds_code_that_breaks_out_of_the_wrapper() -> None:
+    problem = sandbox.check_syntax("}}); while (true) {} (async function () { {")
+    assert problem is not None
+    assert sandbox.check_syntax("return 1") is None
+
+
 def test_host_refuses_unknown_tools_and_non_json_answers() -> None:
     assert sandbox._answer("fs.read", {}, Host()) == b"eunknown tool 'fs.read'"
     assert sandbox._answer("log", {}, lambda t, a: object()).startswith(b"ethe log tool")
@@ -349,6 +355,13 @@ def test_a_child_has_an_empty_environment_and_no_network_and_no_privileges() -> 
             assert status["CapEff"].strip() == "0000000000000000"
         if fences().network_namespace:
             assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+        with open(f"/proc/{pid}/limits") as f:
+            limits = {line[:26].strip(): line[26:].split()[:2] for line in f}
+        assert limits["Max open files"] == ["8", "8"]
+        assert limits["Max file size"] == ["0", "0"]
+        assert limits["Max core file size"] == ["0", "0"]
+        if os.geteuid() == 0:
+            assert limits["Max processes"] == ["0", "0"]
         fds = os.listdir(f"/proc/{pid}/fd")
         assert sorted(fds) == ["0", "1", "2"]
         assert os.readlink(f"/proc/{pid}/cwd") not in ("/", os.getcwd())

@@ -126,6 +126,10 @@ class AgentJob(Base):
     # The children a suspended job waits for (ctx.wait), and why it waits (shown by diagnosis).
     wait_for: Mapped[list[uuid.UUID] | None] = mapped_column(ARRAY(Uuid))
     wait_reason: Mapped[str | None] = mapped_column(Text)
+    # ctx.wait_any: resume when *one* of wait_for has ended or one of wait_approvals is
+    # decided, not when all have (a DAG driver starts the next ready step at once).
+    wait_any: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    wait_approvals: Mapped[list[uuid.UUID] | None] = mapped_column(ARRAY(Uuid))
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # The run that owns the job: a token per claim fences every write of that run, and
     # `write_seq` numbers its writes so one retried after a lost connection applies once.

@@ -254,3 +254,19 @@ class Workflow(Base):
         CheckConstraint("version >= 1", name="ck_workflows_version"),
     )
 
+
+class WorkflowRunStep(Base):
+    """The state of one step of a running DAG (tasks.workflows.driver mirrors it each round)."""
+
+    __tablename__ = "workflow_run_steps"
+
+    run_job_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("agent_jobs.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
+    status: Mapped[str] = mapped_column(Text)
+    job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    approval_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    output: Mapped[Any | None] = mapped_column(JSONB)
+    error: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[datetime] = _now()
+

@@ -15,12 +15,25 @@ from datetime import timedelta
 from typing import Any
 
 from tasks import pg, phases
+from tasks.control import resume_if_ready
 from tasks.effects.review import unknown_blocking_approval
 from tasks.enqueue import EnqueueRequest, enqueue
 from tasks.errors import SwitchyardError
 from tasks.sql import pending_approval, unknown_effect_of_action
 
 DEFAULT_TTL = timedelta(days=7)
+
+# Action types whose approval executes nothing: a job waits on the decision itself (a
+# workflow's gated step, a plan). Deciding one wakes the job that asked (source_job_id).
+_GATES: set[str] = set()
+
+
+def register_gate(action_type: str) -> None:
+    _GATES.add(action_type)
+
+
+def is_gate(action_type: str) -> bool:
+    return action_type in _GATES
 
 
 class ApprovalConflict(SwitchyardError):
@@ -77,7 +90,7 @@ UPDATE approvals SET status = %(decision)s, version = version + 1, decided_at = 
     decided_by = %(owner)s, updated_at = now()
 WHERE id = %(id)s AND version = %(version)s AND {pending_approval()}
   AND NOT (%(decision)s::text = 'approved' AND EXISTS ({unknown_effect_of_action("approvals")}))
-RETURNING project_id, action_type, action_args
+RETURNING project_id, action_type, action_args, source_job_id
 """
 
 
@@ -93,15 +106,22 @@ def decide(approval_id: uuid.UUID | str, owner_id: uuid.UUID | str, decision: st
     with pg.transaction():
         row = pg.fetch_one(DECIDE, {"id": approval_id, "decision": decision,
                                     "owner": owner_id, "version": version})
-        if row is not None and decision == "approved":
-            job = enqueue(_execution(approval_id, *row), publish=False)
+        if row is not None and decision == "approved" and not is_gate(row[1]):
+            job = enqueue(_execution(approval_id, *row[:3]), publish=False)
             pg.fetch("UPDATE approvals SET execution_status = 'queued', execution_job_id = %s "
                      "WHERE id = %s AND execution_status = 'idle'", (job.job_id, approval_id))
     if row is None:
         raise _why_not(approval_id, decision, version)
     if job is not None:
         job.publish()
+    if row[3] is not None:
+        wake_source(row[3])
     return job.job_id if job else None
+
+
+def wake_source(job_id: uuid.UUID | str) -> None:
+    """A job waiting on an approval resumes now rather than at the next sweep."""
+    resume_if_ready(job_id)
 
 
 def _execution(approval_id: uuid.UUID | str, project_id: uuid.UUID, action_type: str,

@@ -25,10 +25,19 @@ from tasks.errors import (
     Suspend,
 )
 from tasks.events import STEP_COMPLETED, STEP_FAILED, STEP_STARTED, step_data, step_message
-from tasks.status import TERMINAL, JobStatus
+from tasks.sql import pending_approval
+from tasks.status import TERMINAL, JobStatus, sql_list
 from tasks.storable import to_json
 
 T = TypeVar("T")
+
+# For wait_any(): has one of the children ended, has one of the approvals been decided?
+WAIT_ANY_DONE = f"""
+SELECT EXISTS (SELECT 1 FROM agent_jobs WHERE id = ANY(%(ids)s::uuid[])
+               AND parent_job_id = %(parent)s AND status IN {sql_list(TERMINAL)}),
+       EXISTS (SELECT 1 FROM approvals o WHERE o.id = ANY(%(approvals)s::uuid[])
+               AND NOT ({pending_approval("o")}))
+"""
 
 
 @dataclass(frozen=True)
@@ -154,6 +163,22 @@ class JobContext:
             raise Suspend("children", wait_for=[str(c) for c in child_ids])
         return [ChildOutcome(str(r["id"]), r["job_type"], r["status"], r["result"],
                              r["last_error"]) for r in (by_id[str(c)] for c in child_ids)]
+
+    def wait_any(self, child_ids: list[str], approval_ids: list[str] | None = None) -> None:
+        """Return at once if one child has ended or one approval is no longer pending; else
+        suspend the job until one has. The caller looks again at what changed: unlike wait(),
+        this is a wake-up, not a result, so a DAG driver re-reads its children after it."""
+        if not child_ids and not approval_ids:
+            raise PermanentError("wait_any(): nothing to wait for")
+        ids = [str(c) for c in child_ids]
+        approvals = [str(a) for a in approval_ids or []]
+        params = {"ids": ids, "approvals": approvals, "parent": self.job_id}
+        row = pg.persisting(lambda: pg.fetch_one(WAIT_ANY_DONE, params), what="reading children")
+        assert row is not None
+        ended, decided = row
+        if ended or decided:
+            return
+        raise Suspend("children", wait_for=ids, wait_any=True, wait_approvals=approvals)
 
     def sleep(self, seconds: float) -> None:
         """A durable timer: the job leaves the worker and comes back when it is due.

@@ -114,7 +114,8 @@ def retry_failed(job_id: uuid.UUID | str) -> bool:
 RESUME = f"""
 WITH job AS (
     UPDATE agent_jobs p SET status = 'queued', run_after = now(), wake_at = NULL,
-        wait_for = NULL, wait_reason = NULL, dispatched_at = now(), updated_at = now()
+        wait_for = NULL, wait_reason = NULL, wait_any = false, wait_approvals = NULL,
+        dispatched_at = now(), updated_at = now()
     WHERE p.id = ANY(%(ids)s::uuid[]) AND p.{guard(S.WAITING, S.QUEUED)}
       AND {ready_to_resume("p")}
     RETURNING {MOVED_COLUMNS}

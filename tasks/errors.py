@@ -68,8 +68,12 @@ class Suspend(JobInterrupt):
     """Park the job in `waiting` until its children finish or its timer comes due."""
 
     def __init__(self, reason: str, *, wake_at: datetime | None = None,
-                 wait_for: list[str] | None = None):
+                 wait_for: list[str] | None = None, wait_any: bool = False,
+                 wait_approvals: list[str] | None = None):
         super().__init__(reason)
         self.reason = reason
         self.wake_at = wake_at
         self.wait_for = wait_for
+        # Resume when one child has ended or one approval is decided, not all (ctx.wait_any).
+        self.wait_any = wait_any
+        self.wait_approvals = wait_approvals

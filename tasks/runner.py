@@ -88,7 +88,8 @@ def _run(job: store.ClaimedJob, worker: str) -> str:
     except Suspend as suspend:
         # Waiting is not a failure: the claim's attempt is given back.
         return _finish(ctx, S.WAITING, refund_attempt=True, wake_at=suspend.wake_at,
-                       wait_for=suspend.wait_for, wait_reason=suspend.reason)
+                       wait_for=suspend.wait_for, wait_reason=suspend.reason,
+                       wait_any=suspend.wait_any, wait_approvals=suspend.wait_approvals)
     except CancelRequested:
         return _finish(ctx, S.CANCELED)
     except ShutdownRequested:

@@ -29,10 +29,18 @@ def owns_run(alias: str = "") -> str:
 
 
 def ready_to_resume(alias: str) -> str:
-    """A waiting job whose timer is due (by the database's clock) and whose children are done."""
-    return (f"{alias}.status = 'waiting' AND ({alias}.wake_at IS NULL OR {alias}.wake_at <= now()) "
-            f"AND NOT EXISTS (SELECT 1 FROM agent_jobs c WHERE c.id = ANY({alias}.wait_for) "
-            f"AND c.status NOT IN {sql_list(TERMINAL)})")
+    """A waiting job whose timer is due (by the database's clock) and whose children are done:
+    all of them, or with `wait_any` one child ended or one approval of `wait_approvals` left
+    `pending` (decided or expired, by the database's clock)."""
+    a = alias
+    ended = f"c.id = ANY({a}.wait_for) AND c.status IN {sql_list(TERMINAL)}"
+    running = f"c.id = ANY({a}.wait_for) AND c.status NOT IN {sql_list(TERMINAL)}"
+    decided = f"o.id = ANY({a}.wait_approvals) AND NOT ({pending_approval('o')})"
+    return (f"{a}.status = 'waiting' AND ({a}.wake_at IS NULL OR {a}.wake_at <= now()) AND "
+            f"CASE WHEN {a}.wait_any THEN "
+            f"EXISTS (SELECT 1 FROM agent_jobs c WHERE {ended}) "
+            f"OR EXISTS (SELECT 1 FROM approvals o WHERE {decided}) "
+            f"ELSE NOT EXISTS (SELECT 1 FROM agent_jobs c WHERE {running}) END")
 
 
 def heartbeat_stale(alias: str = "") -> str:

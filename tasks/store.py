@@ -301,7 +301,8 @@ WITH job AS (
         free_retry_since = CASE WHEN %(free)s::int = 1 THEN COALESCE(free_retry_since, now())
                                 ELSE free_retry_since END,
         wake_at = %(wake_at)s::timestamptz, wait_for = %(wait_for)s::uuid[],
-        wait_reason = %(wait_reason)s::text
+        wait_reason = %(wait_reason)s::text, wait_any = %(wait_any)s::bool,
+        wait_approvals = %(wait_approvals)s::uuid[]
     WHERE {owns_run()} AND {guard(S.RUNNING, S.COMPLETED)}
     RETURNING {_FINISHED_COLUMNS}
 ), done AS (<DONE>), ev AS (
@@ -350,6 +351,7 @@ def finish(
     result: str | None = None, error: str | None = None, delay: float | None = None,
     refund_attempt: bool = False, free_retry: bool = False, wake_at: datetime | None = None,
     wait_for: list[str] | None = None, wait_reason: str | None = None,
+    wait_any: bool = False, wait_approvals: list[str] | None = None,
 ) -> Finished | None:
     """Move a running job on (completed, failed, canceled, queued, waiting). None: not ours."""
     if not can_transition(S.RUNNING, new):
@@ -359,6 +361,7 @@ def finish(
         "terminal": new in (S.COMPLETED, S.FAILED, S.CANCELED), "delay": delay,
         "refund": 1 if refund_attempt else 0, "free": 1 if free_retry else 0,
         "wake_at": wake_at, "wait_for": wait_for, "wait_reason": wait_reason,
+        "wait_any": wait_any, "wait_approvals": wait_approvals,
         "events": json.dumps(events),
     }
     row = pg.persist_one(FINISHES[_deferred(pending)], params)

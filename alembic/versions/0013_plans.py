@@ -5,7 +5,7 @@ current version), its tasks per version (description, role, status, job, output)
 dependencies; plan_versions says where each version came from (generated, edited, revised).
 
 Revision ID: 0013
-Revises: 0011
+Revises: 0012
 """
 from collections.abc import Sequence
 
@@ -14,7 +14,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0013"
-down_revision: str | None = "0011"
+down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,18 +1,22 @@
-"""Workflow definitions: save a named DAG of job steps (each save of a name is a new,
-immutable version), list them, read one. Validation is tasks.workflows.spec's; running
-them is the next part of issue 12."""
+"""Workflows: save a named DAG of job steps (each save of a name is a new, immutable
+version), list them, read one, run one and read a run. Validation is tasks.workflows.spec's;
+a run is a `workflow.run` job (tasks.handlers.workflow)."""
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify
+from typing import Any
+
+from flask import Blueprint, jsonify, url_for
+from pydantic import BaseModel, ConfigDict, Field
 
 from app import db
 from app.auth import current_owner
 from app.errors import ApiError, not_found
 from app.queries import parse_uuid, project_id_for_owner, require_project
 from app.routes.body import parse_body
-from app.schemas import iso
-from tasks import registry
+from app.schemas import Text, iso
+from tasks import pg, registry
+from tasks.enqueue import EnqueueRequest, enqueue
 from tasks.errors import SwitchyardError
 from tasks.workflows import store
 from tasks.workflows.spec import WorkflowSpec, problems
@@ -51,10 +55,103 @@ def list_workflows(pid: str):
 
 @bp.get("/api/workflows/<wid>")
 def get_workflow(wid: str):
+    stored = _owned(wid)
+    return jsonify({"id": str(stored.id), "project_id": str(stored.project_id),
+                    "name": stored.name, "version": stored.version, "spec": stored.spec,
+                    "created_at": iso(stored.created_at)})
+
+
+class RunBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    version: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_parallel: int | None = Field(default=None, ge=1, le=16)
+    idempotency_key: Text | None = Field(default=None, min_length=1, max_length=255)
+
+
+def _owned(wid: str) -> store.Stored:
     stored = store.get(wid) if parse_uuid(wid) else None
     # Another owner's workflow is not found, like a missing one.
     if stored is None or project_id_for_owner(current_owner(), str(stored.project_id)) is None:
         raise not_found("workflow")
-    return jsonify({"id": str(stored.id), "project_id": str(stored.project_id),
-                    "name": stored.name, "version": stored.version, "spec": stored.spec,
-                    "created_at": iso(stored.created_at)})
+    return stored
+
+
+@bp.post("/api/workflows/<wid>/runs")
+def run_workflow(wid: str):
+    stored = _owned(wid)
+    body = parse_body(RunBody)
+    if body.version is not None and body.version != stored.version:
+        other = store.version_of(stored.project_id, stored.name, body.version)
+        if other is None:
+            raise ApiError(422, "invalid_request", f"workflow {stored.name!r} has no version "
+                           f"{body.version}", {"fields": {"version": "no such version"}})
+        stored = other
+    payload: dict[str, Any] = {"workflow_id": str(stored.id), "inputs": body.inputs}
+    if body.max_parallel is not None:
+        payload["max_parallel"] = body.max_parallel
+    job = enqueue(EnqueueRequest(stored.project_id, "workflow.run", payload,
+                                 idempotency_key=body.idempotency_key))
+    return jsonify({"job_id": str(job.job_id),
+                    "status_url": url_for("workflows.get_run", jid=str(job.job_id))}), \
+        202 if job.created else 200
+
+
+# A run's steps as the driver last mirrored them, each running one's status read live from
+# its child job (the driver only looks again when one ends).
+RUN_STEPS = """
+SELECT s.name, s.status, s.job_id, s.output, s.error, s.approval_id, c.status AS job_status,
+       c.result AS job_result
+FROM workflow_run_steps s LEFT JOIN agent_jobs c ON c.id = s.job_id
+WHERE s.run_job_id = %s
+"""
+
+
+@bp.get("/api/workflow-runs/<jid>")
+def get_run(jid: str):
+    job = pg.fetch_one_dict("SELECT id, project_id, status, payload, last_error, created_at, "
+                            "completed_at FROM agent_jobs WHERE id = %s "
+                            "AND job_type = 'workflow.run'", (jid,)) if parse_uuid(jid) else None
+    if job is None or project_id_for_owner(current_owner(), str(job["project_id"])) is None:
+        raise not_found("workflow run")
+    stored = store.get(job["payload"]["workflow_id"])
+    steps = {}
+    for row in pg.fetch_dicts(RUN_STEPS, (jid,)):
+        status, output = row["status"], row["output"]
+        if status == "running" and row["job_status"] in ("completed", "failed", "canceled"):
+            status, output = row["job_status"], row["job_result"]
+        steps[row["name"]] = {"status": status, "job_id": _text(row["job_id"]),
+                              "output": output, "error": row["error"],
+                              "approval_id": _text(row["approval_id"])}
+    if stored is not None:  # steps the driver has not reached yet are pending
+        spec = WorkflowSpec.model_validate(stored.spec)
+        ordered = {s.name: steps.get(s.name, {"status": "pending", "job_id": None,
+                                              "output": None, "error": None,
+                                              "approval_id": None}) for s in spec.steps}
+        steps = ordered
+    return jsonify({"job_id": jid, "status": job["status"], "error": job["last_error"],
+                    "workflow_id": job["payload"]["workflow_id"],
+                    "name": stored.name if stored else None,
+                    "version": stored.version if stored else None,
+                    "inputs": job["payload"].get("inputs", {}),
+                    "spec": stored.spec if stored else None,
+                    "created_at": iso(job["created_at"]),
+                    "completed_at": iso(job["completed_at"]) if job["completed_at"] else None,
+                    "steps": steps})
+
+
+@bp.get("/api/workflows/<wid>/runs")
+def list_runs(wid: str):
+    stored = _owned(wid)
+    rows = pg.fetch_dicts("SELECT id, status, created_at, payload->'inputs' AS inputs "
+                          "FROM agent_jobs WHERE project_id = %s AND job_type = 'workflow.run' "
+                          "AND payload->>'workflow_id' = %s ORDER BY created_at DESC LIMIT 50",
+                          (str(stored.project_id), str(stored.id)))
+    return jsonify({"items": [{"job_id": str(r["id"]), "status": r["status"],
+                               "inputs": r["inputs"], "created_at": iso(r["created_at"])}
+                              for r in rows]})
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)

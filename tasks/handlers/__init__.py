@@ -12,7 +12,8 @@ from tasks.handlers import (
     packets,
     plan,
     reports,
+    workflow,
 )
 
 __all__ = ["agent", "approval_execute", "browser", "canary", "chat", "code", "mail", "nightshift",
-           "packets", "plan", "reports"]
+           "packets", "plan", "reports", "workflow"]

@@ -9,12 +9,14 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from tasks import registry
 from tasks.context import JobContext
 from tasks.errors import PermanentError
 from tasks.planner import generate, prompts, roles, store
 from tasks.planner.prompter import Prior, build_prompt
 from tasks.planner.watch import task_states
 from tasks.workflows.driver import Node, StepState, drive
+from tasks.workflows.errors import WorkflowError
 
 MAX_PARALLEL = 4
 
@@ -37,6 +39,10 @@ def resolver(plan: dict[str, Any], tasks: list[dict[str, Any]], tree: str | None
         prompt = build_prompt(plan["goal"], task["id"], task["description"], priors, tree)
         chosen = roles.dispatch(task["assigned_to"], prompt, task["description"], facts,
                                 plan["roles"])
+        try:  # a role mapped to a job type that cannot run this: the task fails, not the plan
+            registry.get(chosen.job_type).parse(chosen.payload)
+        except PermanentError as exc:
+            raise WorkflowError(f"role {task['assigned_to']!r}: {exc}") from None
         return chosen.job_type, chosen.payload
 
     return resolve

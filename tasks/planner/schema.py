@@ -74,13 +74,25 @@ def parse_answer(text: str, *, kept: Collection[str] = ()) -> tuple[list[Task], 
 
 
 def check(value: Any, *, kept: Collection[str] = ()) -> tuple[list[Task], list[str]]:
-    """`value` as tasks if it meets the schema and the DAG rules, else [] and its problems."""
+    """`value` as tasks if it meets the schema and the DAG rules, else [] and its problems:
+    the DAG's too when the schema's are elsewhere, so one answer gets every complaint."""
     errors = schema_problems(value)
-    if errors:
-        return [], errors
-    tasks = [Task.from_dict(t) for t in value["tasks"]]
-    errors = dag_problems(tasks, kept=kept)
-    return ([], errors) if errors else (tasks, [])
+    tasks = _shaped(value)
+    if tasks is not None:
+        errors += dag_problems(tasks, kept=kept)
+    return ([], errors) if errors else (tasks or [], [])
+
+
+def _shaped(value: Any) -> list[Task] | None:
+    """The tasks, if their ids and dependencies have the shape the DAG rules read."""
+    items = value.get("tasks") if isinstance(value, dict) else None
+    if not isinstance(items, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("id"), str)
+            and isinstance(t.get("depends_on", []), list)
+            and all(isinstance(d, str) for d in t.get("depends_on", [])) for t in items):
+        return None
+    return [Task(t["id"], str(t.get("description", "")), str(t.get("assigned_to", "")),
+                 tuple(t.get("depends_on", []))) for t in items]
 
 
 def schema_problems(value: Any) -> list[str]:

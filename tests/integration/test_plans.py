@@ -255,3 +255,23 @@ def test_another_owners_plans_are_not_found_and_bad_input_writes_nothing(
     r = alice.client.put(f"/api/plans/{early}", json={"tasks": [
         {"id": "x", "description": "early", "assigned_to": "writer"}]}, headers=alice.headers())
     assert r.status_code == 409, r.get_json()
+
+
+def test_the_repositorys_file_tree_reaches_the_planner_and_the_tasks_prompts(
+        alice: Caller, worker: object, model: FakeAnthropic, env: pytest.MonkeyPatch,
+        tmp_path) -> None:
+    from tasks.coding.demo import FILES, ensure_demo_repo
+
+    bare = ensure_demo_repo(tmp_path / "repos")
+    env.setenv("SWITCHYARD_LOCAL_REPOS", str((tmp_path / "repos").resolve()))
+    get_settings.cache_clear()
+    model.script = lambda body: text(VALID if "planner" in body["system"] else "done: ok")
+    started = create(alice, repo_url=str(bare), auto_approve=True)
+    done = until_status(alice, started["plan_id"], "completed", "failed", timeout=90)
+    assert done["status"] == "completed", done
+    asked = model.received[0].body["messages"][0]["content"]
+    agent = model.received[-1].body["messages"][0]["content"]
+    for name in FILES:
+        assert name in asked and name in agent, (name, asked)
+    # the checkout the listing came from is gone
+    assert not any(get_settings().workspaces_dir.glob(f"{started['job_id']}-plan*"))

@@ -1,6 +1,7 @@
 """Built-in job types, one module each; importing this package registers them."""
 
 from tasks.handlers import (
+    agent,
     approval_execute,
     browser,
     canary,
@@ -9,9 +10,10 @@ from tasks.handlers import (
     mail,
     nightshift,
     packets,
+    plan,
     reports,
     workflow,
 )
 
-__all__ = ["approval_execute", "browser", "canary", "chat", "code", "mail", "nightshift", "packets",
-           "reports", "workflow"]
+__all__ = ["agent", "approval_execute", "browser", "canary", "chat", "code", "mail", "nightshift",
+           "packets", "plan", "reports", "workflow"]

@@ -11,8 +11,7 @@ from tasks import approvals, pg
 from tasks.context import JobContext
 from tasks.planner import store
 
-ACTION = "plan"
-approvals.register_gate(ACTION)  # approving a plan executes nothing: it wakes the plan's job
+ACTION = approvals.PLAN  # a gate: approving a plan executes nothing, it wakes the plan's job
 
 
 def _new(plan: dict[str, Any], version: int, tasks: Sequence[dict[str, Any]]

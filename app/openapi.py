@@ -363,8 +363,12 @@ def _secret_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
 
 def _code_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
     started = _json("Enqueued.", "JobStarted")
-    again = _json("Enqueued before (the same idempotency key, or the same issue or comment "
-                  "delivered again): that job.", "JobStarted")
+    again = {"description": "Enqueued before (the same idempotency key, or the same issue or "
+                            "comment delivered again): that job. Or, for a `pull_request` "
+                            "closed: the merge gates (`pr_merge` approvals of that pull "
+                            "request) it decided, merged or not.",
+             "content": {JSON: {"schema": {"oneOf": [ref("JobStarted"),
+                                                     ref("MergeSettled")]}}}}
     github_headers = [
         {"name": "X-GitHub-Event", "in": "header", "required": False, "schema": typed("string"),
          "description": "`issues`, `issue_comment`, `ping`…; any other starts nothing."},
@@ -376,7 +380,8 @@ def _code_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
         "`github_webhook_secret` secret signs each delivery, `X-Hub-Signature-256`). An issue "
         "labelled `agent` (opened with it or given it) or a `/agent fix` comment on a pull "
         "request by an OWNER, MEMBER or COLLABORATOR starts `code.run_task`; one job per issue "
-        "or comment, however often it is delivered.",
+        "or comment, however often it is delivered. A `pull_request` closed decides the "
+        "project's merge gates of that pull request: merged approves them, unmerged rejects.",
         {202: started, 200: again,
          204: {"description": "The event starts nothing; the header says why.",
                "headers": {IGNORED_HEADER: {"schema": typed("string")}}},

@@ -31,6 +31,9 @@ class PlanCreate(BaseModel):
                                   json_schema_extra={"pattern": REPO_URL_PATTERN})
     github_repo: str | None = Field(default=None, pattern=GITHUB_REPO)
     auto_approve: bool = False
+    # An engineer's task completes only when its pull request is merged (GitHub's webhook
+    # says so); needs github_repo, or no pull request is opened.
+    complete_on_merge: bool = False
 
     @field_validator("repo_url")
     @classmethod

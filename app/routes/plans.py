@@ -46,7 +46,7 @@ def create_plan(pid: str):
                                      idempotency_key=f"plan:{plan_id}"), publish=False)
         store.insert_plan(plan_id, project.id, name=body.name, goal=body.goal,
                           repo_url=body.repo_url, github_repo=body.github_repo,
-                          auto_approve=body.auto_approve, complete_on_merge=False,
+                          auto_approve=body.auto_approve, complete_on_merge=body.complete_on_merge,
                           job_id=job.job_id)
     job.publish()
     out = PlanAccepted(plan_id=plan_id, job_id=job.job_id,

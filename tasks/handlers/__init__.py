@@ -7,6 +7,7 @@ from tasks.handlers import (
     canary,
     chat,
     code,
+    code_merge,
     mail,
     nightshift,
     packets,
@@ -15,5 +16,6 @@ from tasks.handlers import (
     workflow,
 )
 
-__all__ = ["agent", "approval_execute", "browser", "canary", "chat", "code", "mail", "nightshift",
+__all__ = ["agent", "approval_execute", "browser", "canary", "chat", "code", "code_merge",
+           "mail", "nightshift",
            "packets", "plan", "reports", "workflow"]

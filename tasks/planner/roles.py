@@ -20,6 +20,7 @@ DEFAULT_ROLES: dict[str, str] = {
     "researcher": "research.generate_report",
     "qa": "browser.check_page",
 }
+UNTIL_MERGED = "code.run_task_until_merged"  # code.run_task, then the PR's merge
 PROMPT_CHARS = 20_000  # code.run_task's cap on its task, and agent.task's
 TOPIC_CHARS = 300  # research.generate_report's cap on its topic
 _URL = re.compile(r"https?://[^\s<>\"'`)\]]+")
@@ -31,6 +32,7 @@ class Facts:
 
     repo_url: str | None = None
     github_repo: str | None = None
+    complete_on_merge: bool = False  # a coding task is done when its pull request is merged
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ def dispatch(role: str, prompt: str, description: str, facts: Facts,
     built = build(prompt, description, facts)
     if isinstance(built, str):
         return Dispatch(FALLBACK, _agent(prompt, role), f"{job_type} cannot take it: {built}")
+    if job_type == "code.run_task" and facts.complete_on_merge and "github_repo" in built:
+        return Dispatch(UNTIL_MERGED, built)
     return Dispatch(job_type, built if job_type != FALLBACK else _agent(prompt, role))
 
 

@@ -30,7 +30,7 @@ def resolver(plan: dict[str, Any], tasks: list[dict[str, Any]], tree: str | None
     """The prompter and the role map, as the driver's resolve(): called when a task starts,
     its prerequisites' outputs in `steps`."""
     by_id = {t["id"]: t for t in tasks}
-    facts = roles.Facts(plan["repo_url"], plan["github_repo"])
+    facts = roles.Facts(plan["repo_url"], plan["github_repo"], plan["complete_on_merge"])
 
     def resolve(node: Node, steps: dict[str, StepState]) -> tuple[str, dict[str, Any]]:
         task = by_id[node.name]

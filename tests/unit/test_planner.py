@@ -104,6 +104,16 @@ def test_roles_go_to_their_job_types_and_fall_back_to_the_agent_with_a_reason():
     assert (mapped.job_type, mapped.payload) == ("verse.write", {"prompt": "P"})
 
 
+def test_with_complete_on_merge_a_coding_task_waits_for_its_pull_requests_merge():
+    facts = roles.Facts("https://github.com/o/r.git", "o/r", complete_on_merge=True)
+    code = roles.dispatch("engineer", "P", "Fix", facts, roles.DEFAULT_ROLES)
+    assert code.job_type == "code.run_task_until_merged" and code.payload["github_repo"] == "o/r"
+    # without a GitHub repository no pull request is opened: nothing to wait for
+    local = roles.Facts("https://github.com/o/r.git", None, complete_on_merge=True)
+    assert roles.dispatch("engineer", "P", "Fix", local, roles.DEFAULT_ROLES).job_type == \
+        "code.run_task"
+
+
 def test_the_watcher_marks_ready_and_blocked_from_the_prerequisites():
     deps = {"a": [], "b": ["a"], "c": ["b"], "d": ["a"], "e": []}
     steps = {"a": StepState("completed", job_id="j1", output={"text": "A"}),

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from app import event_log
 from app.openapi_components import REF, UUID, obj, ref, typed
+from app.plan_schemas import PLAN_BODIES, PLAN_RESPONSES
 from app.responses import RESPONSE_MODELS
 from app.routes.code import IGNORED_HEADER, CodeTaskBody
 from app.routes.effects import ResolveBody
@@ -62,7 +63,7 @@ BODIES: dict[str, type[BaseModel]] = {"ProjectCreate": ProjectCreate,
                                       "SecretBody": SecretBody, "ResolveBody": ResolveBody,
                                       "CodeTaskBody": CodeTaskBody,
                                       "WorkflowSpec": WorkflowSpec,
-                                      "WorkflowRunBody": WorkflowRunBody}
+                                      "WorkflowRunBody": WorkflowRunBody, **PLAN_BODIES}
 
 
 def _json(description: str, schema: str) -> dict[str, Any]:
@@ -269,6 +270,7 @@ def paths() -> dict[str, Any]:
         **_artifact_paths(),
         **_code_paths(json_body),
         **_workflow_paths(json_body),
+        **_plan_paths(json_body),
         "/api/monitor/queues": {"get": _op(
             "monitor_queues", "Per queue and job type: backlog, failures, throughput of the "
             "caller's jobs (an admin token: every tenant's; `scope` says which).",
@@ -361,8 +363,12 @@ def _secret_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
 
 def _code_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
     started = _json("Enqueued.", "JobStarted")
-    again = _json("Enqueued before (the same idempotency key, or the same issue or comment "
-                  "delivered again): that job.", "JobStarted")
+    again = {"description": "Enqueued before (the same idempotency key, or the same issue or "
+                            "comment delivered again): that job. Or, for a `pull_request` "
+                            "closed: the merge gates (`pr_merge` approvals of that pull "
+                            "request) it decided, merged or not.",
+             "content": {JSON: {"schema": {"oneOf": [ref("JobStarted"),
+                                                     ref("MergeSettled")]}}}}
     github_headers = [
         {"name": "X-GitHub-Event", "in": "header", "required": False, "schema": typed("string"),
          "description": "`issues`, `issue_comment`, `ping`…; any other starts nothing."},
@@ -374,7 +380,8 @@ def _code_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
         "`github_webhook_secret` secret signs each delivery, `X-Hub-Signature-256`). An issue "
         "labelled `agent` (opened with it or given it) or a `/agent fix` comment on a pull "
         "request by an OWNER, MEMBER or COLLABORATOR starts `code.run_task`; one job per issue "
-        "or comment, however often it is delivered.",
+        "or comment, however often it is delivered. A `pull_request` closed decides the "
+        "project's merge gates of that pull request: merged approves them, unmerged rejects.",
         {202: started, 200: again,
          204: {"description": "The event starts nothing; the header says why.",
                "headers": {IGNORED_HEADER: {"schema": typed("string")}}},
@@ -438,6 +445,35 @@ def _workflow_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
             "`waiting_approval`, `running`, `completed`, `failed`, `skipped`, `canceled`), "
             "child job, output and error.", {200: _json("The run.", "WorkflowRun")}, (404,),
             params=[JID])},
+    }
+
+
+def _plan_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
+    plan = _path_param("plan_id", "plan")
+    return {
+        "/api/projects/{pid}/plans": {
+            "post": _op("create_plan", "Hand a goal to the planner (a plan.generate job): the "
+                        "model splits it into tasks with roles and dependencies (validated; "
+                        "asked again with the problems, up to 3 times), then, unless "
+                        "`auto_approve`, the plan waits for approval in the inbox; it then "
+                        "runs as a DAG, each task a job of its role's type, and is revised "
+                        "when a task fails for good.",
+                        {202: _json("Accepted; `status_url` is the plan.", "PlanAccepted")},
+                        (*json_body, 404), params=[PID], body="PlanCreate"),
+            "get": _op("list_plans", "The project's plans, newest first (100 at most).",
+                       {200: _json("The plans.", "PlanList")}, (404,), params=[PID])},
+        "/api/plans/{plan_id}": {
+            "get": _op("get_plan", "A plan: its status, its current version's tasks (status, "
+                       "dependencies, output, job) and its versions (generated, edited, "
+                       "revised).", {200: _json("The plan.", "PlanOut")}, (404,),
+                       params=[plan]),
+            "put": _op("edit_plan", "Replace the tasks of a plan awaiting approval: stored as "
+                       "a new version with a new approval (the old one is superseded). Tasks "
+                       "are checked like the model's (unique ids, known dependencies, no "
+                       "cycle): every problem in one 422 `invalid_plan`, nothing written; a "
+                       "plan not awaiting approval is a 409.",
+                       {200: _json("The plan, edited.", "PlanOut")},
+                       (*json_body, 404, 409, 422), params=[plan], body="PlanEdit")},
     }
 
 
@@ -603,7 +639,7 @@ def _links(all_paths: dict[str, Any]) -> dict[str, Any]:
 
 def build_document() -> dict[str, Any]:
     components: dict[str, Any] = {"StorableJson": STORABLE_JSON}
-    for name, response in RESPONSE_MODELS.items():
+    for name, response in {**RESPONSE_MODELS, **PLAN_RESPONSES}.items():
         _put(components, name, _model_schema(response, components))
     for name, model in BODIES.items():
         _put(components, name, _job_create(components) if model is JobCreate

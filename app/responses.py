@@ -442,9 +442,14 @@ class WorkflowRunList(Response):
     items: list[WorkflowRunSummary]
 
 
+class MergeSettled(Response):
+    settled: list[uuid.UUID]
+
+
 RESPONSE_MODELS: dict[str, type[Response]] = {model.__name__: model for model in (
     Error, Project, ProjectList, JobAccepted, JobSummary, Job, Step, JobPage, JobList,
     Diagnosis, QueueStats, Workers, RetryBatch, JobStarted, ChatPosted, ChatList, Approval,
     ApprovalList, Enqueued, SecretList, MemoryList, Effect, EffectList, PacketList, LlmUsage,
     Event, EventPage, Health, Readiness, ArtifactList, ProjectArtifactList, WorkflowSaved,
-    WorkflowList, Workflow, WorkflowRun, WorkflowRunList)}
+    WorkflowList, Workflow, WorkflowRun, WorkflowRunList,
+    MergeSettled)}

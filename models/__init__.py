@@ -1,5 +1,6 @@
 """Switchyard's state plane: the SQLAlchemy schema that Alembic migrates."""
 
+from models.plans import Plan, PlanTask, PlanTaskDep, PlanVersion
 from models.schema import (
     SYSTEM_PROJECT_ID,
     AgentJob,
@@ -41,6 +42,10 @@ __all__ = [
     "LlmUsage",
     "Owner",
     "Packet",
+    "Plan",
+    "PlanTask",
+    "PlanTaskDep",
+    "PlanVersion",
     "Project",
     "ProjectSecret",
     "SweepRun",

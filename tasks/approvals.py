@@ -24,16 +24,16 @@ from tasks.sql import pending_approval, unknown_effect_of_action
 DEFAULT_TTL = timedelta(days=7)
 
 # Action types whose approval executes nothing: a job waits on the decision itself (a
-# workflow's gated step, a plan). Deciding one wakes the job that asked (source_job_id).
-_GATES: set[str] = set()
-
-
-def register_gate(action_type: str) -> None:
-    _GATES.add(action_type)
+# workflow's gated step, a plan, a pull request's merge). Deciding one wakes the job that
+# asked (source_job_id).
+# A constant, not a registry: every process (web, worker, CLI) must agree on it, or one
+# that had not imported the planner would run a plan's approval as an effect.
+WORKFLOW_STEP, PLAN, PR_MERGE = "workflow_step", "plan", "pr_merge"
+GATES = frozenset({WORKFLOW_STEP, PLAN, PR_MERGE})
 
 
 def is_gate(action_type: str) -> bool:
-    return action_type in _GATES
+    return action_type in GATES
 
 
 class ApprovalConflict(SwitchyardError):

@@ -6,6 +6,7 @@ on first use, and fails loudly on a value it cannot parse.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -59,6 +60,21 @@ def env_bool(name: str, default: bool) -> bool:
     if raw in {"0", "false", "no", "off"}:
         return False
     raise SettingsError(f"{name} must be a boolean (true/false), got {raw!r}")
+
+
+def env_str_map(name: str) -> tuple[tuple[str, str], ...]:
+    """A JSON object of strings to strings (e.g. {"engineer": "code.run_task"}), or ()."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return ()
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a JSON object, got {raw[:80]!r}") from None
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise SettingsError(f"{name} must be a JSON object of strings to strings")
+    return tuple(sorted(value.items()))
 
 
 def env_http_url(name: str) -> str:
@@ -198,6 +214,10 @@ class Settings:
     # tasks.llm.scripted: seconds between the chunks of a streamed scripted answer (a demo
     # that types like a model; 0: at once).
     scripted_stream_seconds: float = 0.0
+    # tasks.planner: a plan task's role -> the job type that does it (over the defaults in
+    # tasks.planner.roles), and how many times a plan may be revised after a task failed.
+    plan_roles: tuple[tuple[str, str], ...] = ()
+    plan_max_revisions: int = 2
 
     @property
     def workspaces_dir(self) -> Path:
@@ -348,4 +368,6 @@ def get_settings() -> Settings:
         code_network_allowed=env_bool("SWITCHYARD_CODE_NETWORK_ALLOWED", False),
         code_sandbox_same_user=env_bool("SWITCHYARD_CODE_SANDBOX_SAME_USER", False),
         scripted_stream_seconds=env_float("SWITCHYARD_SCRIPTED_STREAM_SECONDS", 0.0),
+        plan_roles=env_str_map("SWITCHYARD_PLAN_ROLES"),
+        plan_max_revisions=env_int("SWITCHYARD_PLAN_MAX_REVISIONS", 2, minimum=0),
     ))

@@ -23,7 +23,7 @@ from app.queries import require_project
 from app.routes.body import parse_body
 from app.schemas import Integral, Text
 from tasks import keystore
-from tasks.coding import github, webhooks
+from tasks.coding import github, merges, webhooks
 from tasks.coding.gitsource import REPO_URL_PATTERN, url_problem
 from tasks.coding.payloads import BRANCH_PATTERN, RunTaskPayload
 from tasks.enqueue import EnqueueRequest, enqueue
@@ -94,6 +94,11 @@ def github_webhook(pid: str):
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "invalid_json", "the delivery is not a JSON object (nor a form "
                        "with one in its payload field)") from None
+    if event == "pull_request" and (closed := merges.closed_pull_request(doc)) is not None:
+        settled = merges.settle(str(project_id), *closed)
+        log.info("webhook pull request closed", extra={
+            "action": "webhook_pr_closed", **facts, "merged": closed[1], "settled": settled})
+        return jsonify({"settled": settled}), 200
     token = secrets.get(GITHUB_TOKEN) or get_settings().github_token or None
     try:
         outcome = webhooks.trigger_for(event, doc, pull_head=lambda repo, number:

@@ -1,17 +1,21 @@
 """Built-in job types, one module each; importing this package registers them."""
 
 from tasks.handlers import (
+    agent,
     approval_execute,
     browser,
     canary,
     chat,
     code,
+    code_merge,
     mail,
     nightshift,
     packets,
+    plan,
     reports,
     workflow,
 )
 
-__all__ = ["approval_execute", "browser", "canary", "chat", "code", "mail", "nightshift", "packets",
-           "reports", "workflow"]
+__all__ = ["agent", "approval_execute", "browser", "canary", "chat", "code", "code_merge",
+           "mail", "nightshift",
+           "packets", "plan", "reports", "workflow"]

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tasks.llm import sessions
+from tasks.llm import scripted_planner, sessions
 from tasks.llm.packet import Packet, PacketAction
 from tasks.llm.types import LLMRequest, LLMResult, ToolCall, Usage
 from tasks.settings import get_settings
@@ -59,6 +59,8 @@ class ScriptedProvider:
         calls: list[ToolCall] = []
         if req.purpose.startswith("code."):  # the coding agent: a recorded tool session
             text, calls = sessions.answer(req)
+        elif req.purpose in scripted_planner.COMPOSERS:  # plans and their agents' tasks
+            text = scripted_planner.COMPOSERS[req.purpose](req)
         else:
             text = _COMPOSERS.get(req.purpose, _generic)(_Facts(req))
         prompt = req.system + json.dumps(req.messages, sort_keys=True, default=str)

@@ -32,8 +32,7 @@ from tasks.workflows.dag import (
 )
 from tasks.workflows.errors import WorkflowError
 
-GATE = "workflow_step"
-approvals.register_gate(GATE)
+GATE = approvals.WORKFLOW_STEP
 
 # (node, the states so far) -> (job type, payload): called once, when the node opens.
 Resolve = Callable[[Node, dict[str, StepState]], tuple[str, dict[str, Any]]]

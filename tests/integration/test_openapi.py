@@ -74,6 +74,12 @@ OPERATIONS = [{
     "checks": {"positive_data_acceptance": {
         "expected-statuses": ["2xx", "401", "404", "422", "429"]}},
 }, {
+    # A plan's tasks obey DAG rules (unique ids, known dependencies, no cycle) that are not
+    # JSON Schema, and only a plan awaiting approval may be edited (409 otherwise).
+    "include-operation-id": "edit_plan",
+    "checks": {"positive_data_acceptance": {
+        "expected-statuses": ["2xx", "401", "404", "409", "422", "429"]}},
+}, {
     # Unknown query parameters are ignored, as HTTP servers do; bodies refuse extra keys.
     "include-method": "GET",
     "generation": {**GENERATION, "allow-extra-parameters": False},

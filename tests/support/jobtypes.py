@@ -212,3 +212,15 @@ def artifact_writer(ctx, p: ArtifactWriter) -> dict:
 
 register(JobType("test.artifact_writer", ArtifactWriter, artifact_writer, max_attempts=3,
                  retry_policy=FAST_RETRY))
+
+
+class Refuse(BaseModel):
+    prompt: str
+
+
+def refuse(ctx, p: Refuse) -> None:
+    """A plan task's job that fails for good (the planner's re-planning tests)."""
+    raise PermanentError("refused on purpose: this role cannot do it")
+
+
+register(JobType("test.refuse", Refuse, refuse, max_attempts=1))

@@ -1,0 +1,77 @@
+"""The two shapes of a function's code, turned into one JS expression (pure text work).
+
+(a) a module: `export async function runTask(input, tools) {...}` (or `export default`);
+(b) a script body that uses `input`, `tools` and `supabase` and `return`s a value.
+
+Either becomes `(async function (input, tools, supabase) {<head>\n<code>\n<tail>})`, an
+expression that evaluates to a function without running any of the code, so the same
+text serves the syntax check and the run. The user's code starts on line 2: a line
+number from QuickJS minus HEAD_LINES is the user's. The user's code sits in a block of
+its own, so it may declare its own `tools` or `supabase` without clashing.
+
+A module's `export` keywords are blanked to spaces (`export default` becomes
+`__sy_default =`, the same width), which keeps every line and column where it was.
+Only `export` at the start of a line is rewritten: a template literal holding a line
+that starts with `export ` would be changed too (accepted: the cost of not parsing).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+HEAD_LINES = 1
+# A line starting with one of these makes the code a module.
+_MODULE_LINE = re.compile(
+    r"^[ \t]*export[ \t]+(default\b|async[ \t]+function\b|function\b|const\b|let\b|var\b"
+    r"|class\b|\{)", re.MULTILINE)
+_EXPORT_DEFAULT = re.compile(r"^([ \t]*)export[ \t]+default\b", re.MULTILINE)
+_EXPORT_DECL = re.compile(
+    r"^([ \t]*)export(?=[ \t]+(async[ \t]+function|function|const|let|var|class)\b)",
+    re.MULTILINE)
+# `export { runTask };` names what a declaration already made: blank the whole statement.
+_EXPORT_LIST = re.compile(r"^([ \t]*)export[ \t]*\{[^}\n]*\}[ \t]*;?", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Wrapped:
+    shape: Literal["module", "script"]
+    text: str  # one JS expression: the async function to call with (input, tools, supabase)
+
+
+def shape_of(code: str) -> Literal["module", "script"]:
+    return "module" if _MODULE_LINE.search(code) else "script"
+
+
+def _unexport(code: str) -> str:
+    code = _EXPORT_LIST.sub(lambda m: " " * len(m.group(0)), code)
+    code = _EXPORT_DEFAULT.sub(lambda m: m.group(1) + "__sy_default =", code)
+    return _EXPORT_DECL.sub(lambda m: m.group(1) + "      ", code)
+
+
+def wrap(code: str) -> Wrapped:
+    # Code may end in a line comment: the tail always starts on a line of its own.
+    if shape_of(code) == "module":
+        head = ('(async function (input, tools, supabase) {"use strict"; '
+                "let __sy_default; {\n")
+        tail = ("\n;const __sy_entry = typeof runTask === 'function' ? runTask : __sy_default;"
+                " if (typeof __sy_entry !== 'function') throw new TypeError("
+                "'the module exports no runTask function');"
+                " return await __sy_entry(input, tools);}})")
+        return Wrapped("module", head + _unexport(code) + tail)
+    head = "(async function (input, tools, supabase) { {\n"
+    return Wrapped("script", head + code + "\n}})")
+
+
+def user_line(wrapped_line: int | None, code: str, *, clamp: bool = False) -> int | None:
+    """A line of the wrapped text as a line of the user's code: None if it is the wrapper's,
+    unless clamp (a syntax error found in the wrapper's tail: "unexpected end of input"
+    belongs to the user's last line)."""
+    if wrapped_line is None:
+        return None
+    line = wrapped_line - HEAD_LINES
+    last = code.count("\n") + 1
+    if clamp:
+        return min(max(line, 1), last)
+    return line if 1 <= line <= last else None

@@ -94,7 +94,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # agent_jobs first: the engine's statements lock it before the event log's day partitions.
 TABLES = ("agent_jobs, agent_job_events, job_steps, sweep_runs, worker_heartbeats, "
           "api_tokens, projects, owners, agent_memory, chat_messages, packets, approvals, "
-          "action_executions, email_jobs, llm_usage, ended_web_sessions, artifacts, workflows")
+          "action_executions, email_jobs, llm_usage, ended_web_sessions, artifacts, workflows, "
+          "functions, function_data")
 
 
 @pytest.fixture

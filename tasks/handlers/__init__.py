@@ -6,11 +6,12 @@ from tasks.handlers import (
     canary,
     chat,
     code,
+    functions,
     mail,
     nightshift,
     packets,
     reports,
 )
 
-__all__ = ["approval_execute", "browser", "canary", "chat", "code", "mail", "nightshift", "packets",
-           "reports"]
+__all__ = ["approval_execute", "browser", "canary", "chat", "code", "functions", "mail",
+           "nightshift", "packets", "reports"]

@@ -5,14 +5,21 @@ and resume the parent, the depth cap on a cycle, recorded time, non-deterministi
 from __future__ import annotations
 
 import json
+import threading
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tasks import keystore, pg
 from tasks.functions import store
-from tests.integration.jobdb import new_job, steps, wait_for
+from tasks.functions.host import MAX_DEPTH
+from tasks.llm import reset_client
+from tasks.settings import get_settings
+from tests.conftest import wait_until
+from tests.integration.jobdb import new_job, status_history, steps, wait_for
+from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401
 
 TIMEOUT = 60.0  # a loaded 2-core machine; every wait ends as soon as its condition holds
 
@@ -199,3 +206,110 @@ def test_tools_log_appears_in_the_jobs_events(worker, project) -> None:
     assert job["status"] == "completed", job["last_error"]
     logs = [e for e in events(job["id"]) if e["type"] == "log"]
     assert [(e["message"], e["data"]["data"]) for e in logs] == [("hello from js", {"n": 1})]
+
+
+@pytest.fixture
+def gated_model(fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+                ) -> Iterator[tuple[FakeAnthropic, threading.Event]]:
+    """The real SDK against the fake Messages API, whose answers wait for the test's gate:
+    a function's tools.llm call stays in flight until the test lets it finish."""
+    gate = threading.Event()
+
+    def answer(body: dict[str, Any]) -> list[dict[str, Any]]:
+        gate.wait(TIMEOUT)
+        return [{"type": "text", "text": "the model's answer"}]
+
+    fake_anthropic.script = answer
+    monkeypatch.setenv("SWITCHYARD_LLM_PROVIDER", "anthropic")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("SWITCHYARD_LLM_MODEL", "claude-test-1")
+    get_settings.cache_clear()
+    reset_client()
+    yield fake_anthropic, gate
+    gate.set()
+    monkeypatch.undo()
+    get_settings.cache_clear()
+    reset_client()
+
+
+def status(job_id: Any) -> str:
+    return str(pg.fetch_value("SELECT status FROM agent_jobs WHERE id = %s", (job_id,)))
+
+
+def child_of(parent: Any) -> Any:
+    return pg.fetch_value("SELECT id FROM agent_jobs WHERE parent_job_id = %s", (parent,))
+
+
+def test_a_nested_call_suspends_the_parent_and_resumes_it_with_the_childs_output(
+        worker, project, gated_model) -> None:
+    fake, gate = gated_model
+    save(project, "ask", "return {said: await tools.llm(input.q)};")
+    save(project, "outer", """
+await supabase.from("function_data").insert({collection: "before", doc: {}});
+const inner = await tools.tasks.run("ask", {q: "hello?"});
+await supabase.from("function_data").insert({collection: "after", doc: inner});
+return {inner};
+""")
+    # Given the parent started, its child blocked in a model call
+    parent = new_job(project, "function.run", {"name": "outer"})
+    wait_until(lambda: status(parent) == "waiting", TIMEOUT, what="the parent waiting")
+    child = child_of(parent)
+    wait_until(lambda: fake.count == 1, TIMEOUT, what="the child's model call")
+    assert status(child) == "running"
+    # When the model answers
+    gate.set()
+    # Then the child completes and the parent resumes, replays and finishes with its output
+    job = wait_for(parent, "completed", "failed", timeout=TIMEOUT)
+    assert job["status"] == "completed", job["last_error"]
+    assert job["result"] == {"output": {"inner": {"said": "the model's answer"}}}
+    history = status_history(parent)
+    assert history[-1] == "completed" and "waiting" in history, history
+    assert history[history.index("waiting"):][:2] == ["waiting", "queued"], history
+    names = [s["name"] for s in steps(parent)]
+    assert names == ["load", "call:0:db", "call:1:tasks.run", "child:1", "call:2:db"]
+    rows = pg.fetch("SELECT collection FROM function_data WHERE project_id = %s "
+                    "ORDER BY created_at", (project,))
+    assert rows == [("before",), ("after",)]  # the replay did not insert "before" again
+    assert fake.count == 1
+    assert job_payload(child)["callers"] == ["outer"]
+
+
+def job_payload(job_id: Any) -> dict[str, Any]:
+    return dict(pg.fetch_value("SELECT payload FROM agent_jobs WHERE id = %s", (job_id,)))
+
+
+def test_a_nested_call_cycle_stops_at_the_depth_cap(worker, project) -> None:
+    save(project, "ping", "return await tools.tasks.run('pong', input + 1);")
+    save(project, "pong", "return await tools.tasks.run('ping', input + 1);")
+    job = run(project, "ping", 0)
+    assert job["status"] == "failed"
+    assert "nested functions too deep: ping → pong → ping → pong → ping → pong" \
+        in job["last_error"], job["last_error"]
+    depths = pg.fetch("SELECT jsonb_array_length(payload->'callers'), status FROM agent_jobs "
+                      "WHERE job_type = 'function.run' ORDER BY 1")
+    assert depths == [(n, "failed") for n in range(MAX_DEPTH + 1)]
+
+
+def test_a_replay_that_asks_for_another_call_fails_as_non_deterministic(
+        worker, project, gated_model) -> None:
+    # Given a function whose path depends on a secret, which is read again on replay
+    _, gate = gated_model
+    keystore.put(project, "mode", "mode-alpha")
+    save(project, "ask", "return await tools.llm('hi');")
+    save(project, "branchy", """
+const mode = await tools.keystore.get("mode");
+if (mode === "mode-alpha") { await supabase.from("function_data").select("id"); }
+else { tools.log("the other mode"); }
+return await tools.tasks.run("ask", {});
+""")
+    parent = new_job(project, "function.run", {"name": "branchy"})
+    wait_until(lambda: status(parent) == "waiting", TIMEOUT, what="the parent waiting")
+    # When the secret changes while it waits, and it resumes
+    keystore.put(project, "mode", "mode-bravo")
+    gate.set()
+    # Then the replay's second call is not the recorded one: the job fails and says so
+    job = wait_for(parent, "completed", "failed", timeout=TIMEOUT)
+    assert job["status"] == "failed"
+    assert "non-deterministic function: call 2 was db(" in job["last_error"]
+    assert "and is now log(" in job["last_error"], job["last_error"]

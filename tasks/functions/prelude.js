@@ -140,7 +140,14 @@
     reported = true;
     done(kind, payload, stack);
   }
+  let outputLimit = Infinity;
   function returned(value) {
+    // A big string is refused before JSON.stringify copies it (which could run out of memory).
+    if (typeof value === "string" && value.length > outputLimit) {
+      report("output_too_large", `the result is a string of ${value.length} characters, ` +
+             `over the limit of ${outputLimit} bytes`, "");
+      return;
+    }
     let text;
     try {
       text = stringify(value);
@@ -149,14 +156,16 @@
       return;
     }
     if (typeof text !== "string") {
-      report("error", `the result is not JSON: the function returned ${typeof value} ` +
+      const what = value === undefined ? "undefined" : `a ${typeof value}`;
+      report("error", `the result is not JSON: the function returned ${what} ` +
              "(return null for no value)", "");
       return;
     }
     report("returned", text, "");
   }
 
-  return function start(fn, inputJSON) {
+  return function start(fn, inputJSON, maxOutputBytes) {
+    outputLimit = maxOutputBytes;
     let pending;
     try {
       pending = fn(parse(inputJSON), tools, db);

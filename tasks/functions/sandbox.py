@@ -94,7 +94,7 @@ def check_syntax(code: str) -> SyntaxProblem | None:
         return SyntaxProblem("the syntax check failed: the sandbox did not answer", 1, 1)
     if reply["t"] == "syntax_ok":
         return None
-    user_line = shapes.user_line(_int(reply.get("line")), code) or 1
+    user_line = shapes.user_line(_int(reply.get("line")), code, clamp=True) or 1
     return SyntaxProblem(str(reply.get("message"))[:500], user_line,
                          _int(reply.get("column")) or 1)
 
@@ -148,8 +148,10 @@ def _drive(child: Child, code: str, text: str, input_json: str, on_call: OnCall,
         if kind == "returned":
             return Returned(msg.get("output"))
         if kind == "failed":
-            return Failed(str(msg.get("kind")), str(msg.get("message"))[:2000],
-                          shapes.user_line(_int(msg.get("line")), code))
+            failure = str(msg.get("kind"))
+            return Failed(failure, str(msg.get("message"))[:2000],
+                          shapes.user_line(_int(msg.get("line")), code,
+                                           clamp=failure == "syntax"))
         if kind != "call":
             child.kill()
             return Failed("crashed", f"the sandbox sent an unknown message {str(kind)[:50]!r}")

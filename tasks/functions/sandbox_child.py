@@ -32,6 +32,7 @@ IN = sys.stdin.buffer
 FRAME_LINE = re.compile(r"\(<input>:(\d+)\)|at <input>:(\d+)")
 # The prelude is evaluated far down so its stack frames never look like the user's code.
 PRELUDE_LINE_BASE = 100_000
+CHECK_LIMITS = {"memory_bytes": 64 << 20, "cpu_seconds": 2.0, "output_bytes": 1 << 16}
 
 
 def send(obj):
@@ -212,7 +213,11 @@ def main():
 
     job = json.loads(read_line())
     if job["op"] == "check":
+        # Compiling runs nothing, but code written to close the wrapper's braces runs while
+        # it is evaluated: with no tools, and within these limits.
         state.checking = True
+        apply_run_limits(CHECK_LIMITS)
+        ctx.set_memory_limit(CHECK_LIMITS["memory_bytes"])
         _fn, problem = compile_code(ctx, job["code"])
         if problem is None:
             finish({"t": "syntax_ok"})
@@ -228,7 +233,7 @@ def main():
         message, line, _column = problem
         fail("syntax", message, line)
     try:
-        start(fn, job["input"])
+        start(fn, job["input"], int(limits["output_bytes"]))
         while ctx.execute_pending_job():
             pass
     except quickjs.JSException as exc:

@@ -58,6 +58,12 @@ class Fences:
     unprivileged_uid: bool
 
 
+def _env_flag(name: str) -> bool:
+    from tasks.settings import env_bool
+
+    return env_bool(name, False)
+
+
 _fences: Fences | None = None
 _fences_lock = threading.Lock()
 
@@ -93,8 +99,13 @@ def fences() -> Fences:
                 candidates.append(([unshare, "--user", "--map-current-user", "--net", "--"], True))
                 candidates.append(([unshare, "--user", "--map-root-user", "--net", "--"], True))
         candidates.append(([], False))
+        # A root worker's child never runs as root, unless the operator accepts it (the
+        # interpreter or quickjs where nobody can read them).
+        users = [drop] if drop else []
+        if not root or _env_flag("SWITCHYARD_FUNCTION_SANDBOX_SAME_USER"):
+            users.append([])
         for ns, has_net in candidates:
-            for user in ([drop, []] if drop else [[]]):
+            for user in users:
                 if _works([*ns, *user]):
                     _fences = Fences(tuple(ns + user), has_net, root and bool(user))
                     if not has_net or (root and not user):
@@ -102,8 +113,11 @@ def fences() -> Fences:
                                     "namespace: %s, unprivileged uid: %s)", has_net,
                                     _fences.unprivileged_uid)
                     return _fences
-        raise SandboxUnavailable("cannot start the JS sandbox's child process: is the quickjs "
-                                 "package installed where an unprivileged user can read it?")
+        raise SandboxUnavailable(
+            "cannot start the JS sandbox's child process"
+            + (f" as uid {CHILD_UID}: can it read the Python interpreter and the quickjs "
+               "package? (SWITCHYARD_FUNCTION_SANDBOX_SAME_USER=1 accepts running it as "
+               "root, a weaker fence)" if root else ": is the quickjs package installed?"))
 
 
 _empty_dir: str | None = None

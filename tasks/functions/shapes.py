@@ -64,11 +64,14 @@ def wrap(code: str) -> Wrapped:
     return Wrapped("script", head + code + "\n}})")
 
 
-def user_line(wrapped_line: int | None, code: str) -> int | None:
-    """A line of the wrapped text as a line of the user's code (None if in the wrapper)."""
+def user_line(wrapped_line: int | None, code: str, *, clamp: bool = False) -> int | None:
+    """A line of the wrapped text as a line of the user's code: None if it is the wrapper's,
+    unless clamp (a syntax error found in the wrapper's tail: "unexpected end of input"
+    belongs to the user's last line)."""
     if wrapped_line is None:
         return None
     line = wrapped_line - HEAD_LINES
-    if line < 1:
-        return None
-    return min(line, code.count("\n") + 1)
+    last = code.count("\n") + 1
+    if clamp:
+        return min(max(line, 1), last)
+    return line if 1 <= line <= last else None

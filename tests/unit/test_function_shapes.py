@@ -1,0 +1,58 @@
+"""The two code shapes of a function and the line mapping (pure text, no process)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.functions import shapes
+
+
+@pytest.mark.parametrize(("code", "shape"), [
+    ("export async function runTask(input, tools) {}", "module"),  # Tasker style
+    ("  export default async function (input) {}", "module"),  # indented default export
+    ("export default function run(input) {}", "module"),
+    ("async function runTask() {}\nexport { runTask };", "module"),  # an export list
+    ("return input.n + 1", "script"),  # a script body
+    ("const exported = 1;\nreturn exported", "script"),  # a name that starts with export
+    ("// export async function runTask\nreturn 1", "script"),  # a comment is not an export
+    ("const s = 'export default 1';\nreturn s", "script"),  # nor is a string mid-line
+])
+def test_the_shape_is_decided_by_a_line_starting_with_export(code: str, shape: str) -> None:
+    assert shapes.shape_of(code) == shape
+
+
+def test_unexporting_keeps_every_line_and_column() -> None:
+    code = ("export async function runTask(input) {\n  return 1;\n}\n"
+            "export default async function (input) {}\nexport { runTask };\n"
+            "export const a = 1;")
+    text = shapes.wrap(code).text
+    body = text.split("\n")[shapes.HEAD_LINES: shapes.HEAD_LINES + code.count("\n") + 1]
+    assert [len(line) for line in body] == [len(line) for line in code.split("\n")]
+    assert body[0] == "       async function runTask(input) {"
+    assert body[3] == "__sy_default = async function (input) {}"
+    assert body[4].strip() == ""
+    assert body[5] == "       const a = 1;"
+
+
+def test_the_users_first_line_follows_the_head() -> None:
+    for code in ("return 1", "export async function runTask() { return 1 }"):
+        text = shapes.wrap(code).text
+        assert text.split("\n")[shapes.HEAD_LINES].endswith("return 1" if "export" not in code
+                                                              else "{ return 1 }")
+
+
+def test_a_code_ending_in_a_line_comment_still_closes_the_wrapper() -> None:
+    assert shapes.wrap("return 1 // done").text.endswith("// done\n}})")
+
+
+@pytest.mark.parametrize(("wrapped", "clamp", "user"), [
+    (None, False, None),  # no line known
+    (1, False, None),  # the head is the wrapper's
+    (2, False, 1),  # the user's first line
+    (4, False, 3),  # the user's last line
+    (5, False, None),  # the tail is the wrapper's ...
+    (5, True, 3),  # ... but a syntax error there is at the end of the user's code
+    (1, True, 1),
+])
+def test_lines_map_to_the_users_code(wrapped: int | None, clamp: bool, user: int | None) -> None:
+    assert shapes.user_line(wrapped, "a\nb\nc", clamp=clamp) == user

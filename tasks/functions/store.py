@@ -7,16 +7,12 @@ agent saving the same code twice, does not grow the list.
 
 from __future__ import annotations
 
-import random
 import re
-import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-import psycopg
-
-from tasks import pg
+from tasks import next_version, pg
 
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")  # fullmatch; also a URL path segment
 NAME_PATTERN = f"^{NAME.pattern}$"
@@ -41,7 +37,6 @@ ins AS (
     RETURNING version, true AS created)
 SELECT version, created FROM ins UNION ALL SELECT version, false FROM same
 """
-ATTEMPTS = 50
 
 
 @dataclass(frozen=True)
@@ -76,18 +71,8 @@ def save(project_id: uuid.UUID | str, name: str, code: str, *, language: str = "
     params = {"id": uuid.uuid4(), "project": str(project_id), "name": name, "code": code,
               "language": language, "description": description,
               "job": str(created_by_job) if created_by_job else None}
-    # Saves of one name at once: each loser takes the next number, after a short random
-    # pause so they do not collide in step again (as tasks.workflows.store does).
-    for attempt in range(ATTEMPTS):
-        try:
-            row = pg.fetch_one(SAVE, params)
-            assert row is not None
-            return Saved(name, row[0], row[1])
-        except psycopg.errors.UniqueViolation:
-            if attempt == ATTEMPTS - 1:
-                raise
-            time.sleep(random.uniform(0, 0.02))
-    raise AssertionError("unreachable")
+    row = next_version.insert_next(SAVE, params)
+    return Saved(name, row[0], row[1])
 
 
 COLUMNS = "name, version, code, language, description, created_by_job, created_at"

@@ -18,6 +18,7 @@ from app.plan_schemas import PLAN_BODIES, PLAN_RESPONSES
 from app.responses import RESPONSE_MODELS
 from app.routes.code import IGNORED_HEADER, CodeTaskBody
 from app.routes.effects import ResolveBody
+from app.routes.functions import RUNS_LIMIT, RUNS_MAX, FunctionBody, RunBody
 from app.routes.owner_jobs import RetryFilter
 from app.routes.secrets import SecretBody
 from app.routes.startup import ChatBody, DecisionBody, LaunchBody
@@ -34,6 +35,7 @@ from app.schemas import (
 from models.startup import APPROVAL_STATUSES, EFFECT_STATUSES
 from tasks import keystore, registry
 from tasks.effects.policy import KINDS
+from tasks.functions import store as function_store
 from tasks.settings import get_settings
 from tasks.status import JobStatus
 from tasks.workflows.spec import WorkflowSpec
@@ -63,7 +65,8 @@ BODIES: dict[str, type[BaseModel]] = {"ProjectCreate": ProjectCreate,
                                       "SecretBody": SecretBody, "ResolveBody": ResolveBody,
                                       "CodeTaskBody": CodeTaskBody,
                                       "WorkflowSpec": WorkflowSpec,
-                                      "WorkflowRunBody": WorkflowRunBody, **PLAN_BODIES}
+                                      "WorkflowRunBody": WorkflowRunBody, **PLAN_BODIES,
+                                      "FunctionBody": FunctionBody, "RunBody": RunBody}
 
 
 def _json(description: str, schema: str) -> dict[str, Any]:
@@ -271,6 +274,7 @@ def paths() -> dict[str, Any]:
         **_code_paths(json_body),
         **_workflow_paths(json_body),
         **_plan_paths(json_body),
+        **_function_paths(json_body),
         "/api/monitor/queues": {"get": _op(
             "monitor_queues", "Per queue and job type: backlog, failures, throughput of the "
             "caller's jobs (an admin token: every tenant's; `scope` says which).",
@@ -477,6 +481,55 @@ def _plan_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
     }
 
 
+def _function_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
+    name = {"name": "name", "in": "path", "required": True,
+            "schema": typed("string", pattern=function_store.NAME_PATTERN),
+            "description": f"The function's name: {function_store.NAME_RULE}."}
+    whole = typed("integer", minimum=1, maximum=2**31 - 1)
+    version = {"name": "version", "in": "path", "required": True, "schema": whole}
+    query_version = {"name": "version", "in": "query", "required": False, "schema": whole,
+                     "description": "Which version (the newest without it)."}
+    limit = {"name": "limit", "in": "query", "required": False,
+             "schema": typed("integer", minimum=1, maximum=RUNS_MAX, default=RUNS_LIMIT)}
+    saved = _json("Saved as this version.", "FunctionSaved")
+    detail = _json("The version's code, with every version of the function.", "FunctionDetail")
+    base = "/api/projects/{pid}/functions"
+    return {
+        base: {
+            "post": _op("save_function", "Save a function's JavaScript (a module exporting "
+                        "`async function runTask(input, tools)`, or a script body using "
+                        "`input`, `tools` and `supabase` that returns a value). Each save of a "
+                        "name is a new immutable version; the newest holding exactly this code "
+                        "and description answers 200 with it. A syntax error is a 422 "
+                        "`invalid_function` with `details.line` and `details.column`.",
+                        {201: saved, 200: saved}, (*json_body, 404), params=[PID],
+                        body="FunctionBody"),
+            "get": _op("list_functions", "The project's functions: each name with its "
+                       "versions, newest first.", {200: _json("The functions.", "FunctionList")},
+                       (404,), params=[PID])},
+        base + "/{name}": {"get": _op(
+            "get_function", "A function's code (the newest version, or `?version=`), and its "
+            "versions.", {200: detail}, (404, 422), params=[PID, name, query_version])},
+        base + "/{name}/versions/{version}": {"get": _op(
+            "get_function_version", "One version of a function, its code as saved.",
+            {200: detail}, (404,), params=[PID, name, version])},
+        base + "/{name}/runs": {
+            "post": _op("run_function", "Run a function (`function.run`) on `input`: the "
+                        "job's result is `{\"output\": …}`, or it fails with the JavaScript "
+                        "error and its line. Each tool call is one of the job's steps "
+                        "(`call:<n>:<tool>`).",
+                        {202: _json("Enqueued.", "JobStarted"),
+                         200: _json("Enqueued before (the same idempotency key): that job.",
+                                    "JobStarted")},
+                        (*json_body, 404), params=[PID, name], body="RunBody"),
+            "get": _op("list_function_runs", "A function's runs, newest first (nested runs "
+                       "too: `parent_job_id`), each with its status, version, input, result "
+                       "and how many tool calls it recorded; `job_url` shows its steps.",
+                       {200: _json("The runs.", "FunctionRunList")}, (404, 422),
+                       params=[PID, name, limit])},
+    }
+
+
 def _artifact_paths() -> dict[str, Any]:
     text = typed("string")
     return {
@@ -644,6 +697,8 @@ def build_document() -> dict[str, Any]:
     for name, model in BODIES.items():
         _put(components, name, _job_create(components) if model is JobCreate
              else _model_schema(model, components))
+    # A run's input is any JSON a payload may hold: the StorableJson the model cannot name.
+    components["RunBody"]["properties"]["input"] = ref("StorableJson")
     _operator_policy(components)
     return {
         "openapi": "3.1.0",

@@ -445,6 +445,58 @@ class WorkflowRunList(Response):
 class MergeSettled(Response):
     settled: list[uuid.UUID]
 
+class FunctionSaved(Response):
+    name: str
+    version: Annotated[int, Field(ge=1)]
+
+
+class FunctionSummary(Response):
+    name: str
+    versions: list[Annotated[int, Field(ge=1)]]  # newest first
+    description: str  # the newest version's
+    updated_at: Stamp
+
+
+class FunctionList(Response):
+    items: list[FunctionSummary]
+
+
+class FunctionVersionInfo(Response):
+    version: Annotated[int, Field(ge=1)]
+    description: str
+    created_by_job: uuid.UUID | None
+    created_at: Stamp
+
+
+class FunctionDetail(Response):
+    name: str
+    version: Annotated[int, Field(ge=1)]
+    code: str
+    language: Literal["javascript"]
+    description: str
+    created_by_job: uuid.UUID | None
+    created_at: Stamp
+    versions: list[FunctionVersionInfo]  # newest first
+
+
+class FunctionRun(Response):
+    job_id: uuid.UUID
+    status: JobStatus
+    version: Annotated[int, Field(ge=1)] | None
+    input: Any
+    result: Any
+    last_error: str | None
+    parent_job_id: uuid.UUID | None
+    calls: Count
+    created_at: Stamp
+    started_at: Stamp | None
+    completed_at: Stamp | None
+    job_url: str  # the job with its steps: one per tool call, call:<n>:<tool>
+
+
+class FunctionRunList(Response):
+    items: list[FunctionRun]
+
 
 RESPONSE_MODELS: dict[str, type[Response]] = {model.__name__: model for model in (
     Error, Project, ProjectList, JobAccepted, JobSummary, Job, Step, JobPage, JobList,
@@ -452,4 +504,4 @@ RESPONSE_MODELS: dict[str, type[Response]] = {model.__name__: model for model in
     ApprovalList, Enqueued, SecretList, MemoryList, Effect, EffectList, PacketList, LlmUsage,
     Event, EventPage, Health, Readiness, ArtifactList, ProjectArtifactList, WorkflowSaved,
     WorkflowList, Workflow, WorkflowRun, WorkflowRunList,
-    MergeSettled)}
+    MergeSettled, FunctionSaved, FunctionList, FunctionDetail, FunctionRunList)}

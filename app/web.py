@@ -14,6 +14,7 @@ from app.routes import (
     artifacts,
     code,
     effects,
+    functions,
     health,
     jobs,
     monitor,
@@ -53,7 +54,7 @@ def create_app() -> Flask:
     app.teardown_request(db.release)
     for bp in (health.bp, projects.bp, jobs.bp, streams.bp, monitor.bp, openapi.bp,
                owner_jobs.bp, startup.bp, secrets.bp, effects.bp, outputs.bp, artifacts.bp,
-               code.bp, workflows.bp, plans.bp, ui.bp):
+               code.bp, workflows.bp, plans.bp, functions.bp, ui.bp):
         app.register_blueprint(bp)
     streams.sock.init_app(app)
     app.wsgi_app = CloseUnreadBody(app.wsgi_app)  # type: ignore[method-assign]

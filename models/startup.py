@@ -1,5 +1,5 @@
 """The startup-OS tables: memory, chat, packets, approvals, the effect ledger, the email outbox,
-LLM usage (migration 0003 on) and artifacts (0010)."""
+LLM usage (migration 0003 on), artifacts (0010), workflows (0011) and functions (0014)."""
 
 from __future__ import annotations
 
@@ -270,3 +270,42 @@ class WorkflowRunStep(Base):
     error: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[datetime] = _now()
 
+
+class Function(Base):
+    """One immutable version of a project's named JavaScript function (tasks.functions.store);
+    a trigger refuses updates (migration 0014)."""
+
+    __tablename__ = "functions"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    project_id: Mapped[uuid.UUID] = _project_fk()
+    name: Mapped[str] = mapped_column(Text)
+    version: Mapped[int] = mapped_column(Integer)
+    code: Mapped[str] = mapped_column(Text)
+    language: Mapped[str] = mapped_column(Text)
+    description: Mapped[str] = mapped_column(Text)
+    created_by_job: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    created_at: Mapped[datetime] = _now()
+
+    __table_args__ = (
+        UniqueConstraint("project_id", "name", "version", name="uq_functions_version"),
+        CheckConstraint("version >= 1", name="ck_functions_version"),
+        CheckConstraint("language IN ('javascript')", name="ck_functions_language"),
+    )
+
+
+class FunctionData(Base):
+    """The per-project document store functions reach as the table "function_data"
+    (tasks.functions.data): always scoped to the running job's project."""
+
+    __tablename__ = "function_data"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    project_id: Mapped[uuid.UUID] = _project_fk()
+    collection: Mapped[str] = mapped_column(Text)
+    doc: Mapped[Any] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = _now()
+    updated_at: Mapped[datetime] = _now()
+
+    __table_args__ = (Index("ix_function_data_project_collection", "project_id", "collection",
+                            "created_at"),)

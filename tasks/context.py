@@ -74,6 +74,11 @@ class JobContext:
         """True while the handler is re-walking steps a previous run already completed."""
         return self._seq < len(self._recorded) and self._recorded[self._seq].status == "completed"
 
+    def peek(self) -> store.RecordedStep | None:
+        """The step recorded at the position the next step() takes, if a run recorded one:
+        lets a handler that replays its own record name a divergence in its own words."""
+        return self._recorded[self._seq] if self._seq < len(self._recorded) else None
+
     @property
     def current_step(self) -> int | None:
         """The number of the step being run (inside a step's function), else of the last one."""

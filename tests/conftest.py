@@ -95,7 +95,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 TABLES = ("agent_jobs, agent_job_events, job_steps, sweep_runs, worker_heartbeats, "
           "api_tokens, projects, owners, agent_memory, chat_messages, packets, approvals, "
           "action_executions, email_jobs, llm_usage, ended_web_sessions, artifacts, workflows, "
-          "plans, plan_versions, plan_tasks, plan_task_deps")
+          "plans, plan_versions, plan_tasks, plan_task_deps, "
+          "functions, function_data")
 
 
 @pytest.fixture

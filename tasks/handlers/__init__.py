@@ -8,6 +8,7 @@ from tasks.handlers import (
     chat,
     code,
     code_merge,
+    functions,
     mail,
     nightshift,
     packets,
@@ -17,5 +18,4 @@ from tasks.handlers import (
 )
 
 __all__ = ["agent", "approval_execute", "browser", "canary", "chat", "code", "code_merge",
-           "mail", "nightshift",
-           "packets", "plan", "reports", "workflow"]
+           "functions", "mail", "nightshift", "packets", "plan", "reports", "workflow"]

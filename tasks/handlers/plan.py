@@ -30,7 +30,8 @@ def load(plan_id: str) -> dict[str, Any]:
         raise PermanentError(f"plan {plan_id} does not exist")
     return {"id": str(row["id"]), "project_id": str(row["project_id"]), "name": row["name"],
             "goal": row["goal"], "repo_url": row["repo_url"], "github_repo": row["github_repo"],
-            "auto_approve": row["auto_approve"], "job_id": str(row["job_id"]),
+            "auto_approve": row["auto_approve"], "complete_on_merge": row["complete_on_merge"],
+            "job_id": str(row["job_id"]),
             "roles": roles.role_map(), "max_revisions": get_settings().plan_max_revisions}
 
 

@@ -102,6 +102,8 @@ class _Facts:
         self.message_count = len(req.messages)
         self.topic = str(ctx.get("topic") or self.goal)
         self.sources = [str(u) for u in ctx.get("sources") or []]
+        self.function_name = str(ctx.get("function_name") or "task")
+        self.description = str(ctx.get("description") or self.user_message)
 
     def pick(self, options: tuple[str, ...], salt: int = 0) -> str:
         return options[(self.seed >> salt) % len(options)]
@@ -219,13 +221,26 @@ def _outline(f: _Facts) -> str:
                        "findings": findings, "sources": f.sources}, ensure_ascii=False)
 
 
+def _function_code(f: _Facts) -> str:
+    """A working function for code.generate_function: it logs, reads what the project
+    remembers and returns its input with the description it was written for."""
+    code = (f"export async function runTask(input, tools) {{\n"
+            f"  tools.log({json.dumps(f.function_name + ' called')}, {{ input }});\n"
+            "  const remembered = await tools.memory.get();\n"
+            f"  return {{ function: {json.dumps(f.function_name)}, "
+            f"task: {json.dumps(f.description[:200], ensure_ascii=False)}, input, "
+            "remembered: remembered.length };\n}\n")
+    return (f"Here is {f.function_name}:\n```javascript\n{code}```\n"
+            "A sample input:\n```json\n{\"example\": true}\n```")
+
+
 def _generic(f: _Facts) -> str:
     return f"[scripted] {f.user_message.strip()[:400] or f.goal}"
 
 
 _COMPOSERS: dict[str, Callable[[_Facts], str]] = {
     "packet": _packet, "chat": _chat, "plan": _plan, "nightshift": _nightshift,
-    "summary": _summary, "outline": _outline,
+    "summary": _summary, "outline": _outline, "function_code": _function_code,
 }
 
 

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import random
-import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import psycopg
-
-from tasks import pg
+from tasks import next_version, pg
 from tasks.workflows.spec import WorkflowSpec
 
 # The next version of a name, unless the newest already holds exactly this spec (a
@@ -32,7 +28,6 @@ UNION ALL SELECT id, version, false FROM newest WHERE spec = %(spec)s::jsonb
 """
 
 
-ATTEMPTS = 50
 
 
 @dataclass(frozen=True)
@@ -55,18 +50,8 @@ class Stored:
 def save(project_id: uuid.UUID | str, spec: WorkflowSpec) -> Saved:
     params = {"id": uuid.uuid4(), "project": str(project_id), "name": spec.name,
               "spec": json.dumps(spec.model_dump(mode="json"))}
-    # Saves of one name at once: each loser takes the next number (n racers: n - 1 retries
-    # at worst), after a short random pause so they do not collide in step again.
-    for attempt in range(ATTEMPTS):
-        try:
-            row = pg.fetch_one(SAVE, params)
-            assert row is not None
-            return Saved(row[0], row[1], row[2])
-        except psycopg.errors.UniqueViolation:
-            if attempt == ATTEMPTS - 1:
-                raise
-            time.sleep(random.uniform(0, 0.02))
-    raise AssertionError("unreachable")
+    row = next_version.insert_next(SAVE, params)  # saves of one name at once: see there
+    return Saved(row[0], row[1], row[2])
 
 
 COLUMNS = "id, project_id, name, version, spec, created_at"

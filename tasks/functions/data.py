@@ -1,0 +1,201 @@
+"""The `db` tool: a supabase-style query from a function, run as parameterized SQL.
+
+The request is data ({"table", "op", "columns", "filters", "order", "limit", "values"}); the
+statement is built from the allow-list in tasks.functions.tables and fixed SQL text, with
+every value a parameter, and always scoped to the running job's project. The answer is
+supabase-js's `{"data", "error"}`: a problem with the query is an `error`, not an exception.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from tasks import pg
+from tasks.functions.tables import (
+    WRITABLE_COLUMNS,
+    QueryProblem,
+    Table,
+    checked_text,
+    column,
+    selected,
+    storable_json,
+    table,
+    value_for,
+)
+
+OPERATORS = {"eq": "=", "neq": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+MAX_ROWS = 1000  # a select's rows at most (supabase's default cap too)
+MAX_INSERT = 100  # rows per insert
+COLLECTION_MAX = 200
+DEFAULT_COLLECTION = "default"
+
+
+@dataclass
+class Statement:
+    sql: str
+    params: list[Any] = field(default_factory=list)
+
+
+def run(project_id: uuid.UUID | str, request: Any, *, seed: str) -> dict[str, Any]:
+    """Run one query for the project. `seed` makes inserted ids deterministic (the job and
+    the call), so an insert repeated after a crash finds its rows instead of adding twins."""
+    try:
+        statement = build(str(project_id), request, seed)
+        rows = pg.fetch_dicts(statement.sql, statement.params)
+    except QueryProblem as problem:
+        return {"data": None, "error": {"message": str(problem)}}
+    except (psycopg.DataError, psycopg.IntegrityError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return {"data": None, "error": {"message": first}}
+    return {"data": [{k: _plain(v) for k, v in row.items()} for row in rows], "error": None}
+
+
+def build(project_id: str, request: Any, seed: str) -> Statement:
+    """The statement a request asks for (pure: no I/O), or QueryProblem."""
+    if not isinstance(request, dict):
+        raise QueryProblem("a query must be an object")
+    t = table(request.get("table"))
+    op = request.get("op", "select")
+    if op == "select":
+        return _select(project_id, t, request)
+    if op not in ("insert", "update", "delete"):
+        raise QueryProblem(f"unknown operation {op!r}: select, insert, update or delete")
+    if not t.writable:
+        raise QueryProblem(f"{request['table']} is read-only: functions write to "
+                           "function_data only")
+    returning = _returning(t, request.get("columns"))
+    if op == "insert":
+        return _insert(project_id, request.get("values"), seed, returning)
+    where = _where(project_id, t, request.get("filters"))
+    if len(where.params) == 1:  # the project alone: a whole-table write is never meant
+        raise QueryProblem(f"{op}() needs a filter (.eq(...) and the like): it would touch "
+                           "every row")
+    if op == "delete":
+        return Statement(f"DELETE FROM function_data t WHERE {where.sql} RETURNING {returning}",
+                         where.params)
+    sets, params = _assignments(request.get("values"))
+    return Statement(f"UPDATE function_data t SET {sets}, updated_at = now() "
+                     f"WHERE {where.sql} RETURNING {returning}", params + where.params)
+
+
+def _select(project_id: str, t: Table, request: dict[str, Any]) -> Statement:
+    columns = ", ".join(f't."{c}" AS "{c}"' for c in selected(t, request.get("columns")))
+    where = _where(project_id, t, request.get("filters"))
+    sql, params = f"SELECT {columns} FROM {t.source} t WHERE {where.sql}", where.params
+    order = request.get("order")
+    if order is not None:
+        if not isinstance(order, dict):
+            raise QueryProblem("order must be {column, ascending}")
+        col = column(t, order.get("column"))
+        direction = "ASC" if order.get("ascending", True) is not False else "DESC"
+        sql += f" ORDER BY {col.sql} {direction} NULLS LAST"
+        params += list(col.params)
+    limit = request.get("limit")
+    if limit is None:
+        limit = MAX_ROWS
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_ROWS:
+        raise QueryProblem(f"limit must be a whole number from 0 to {MAX_ROWS}")
+    return Statement(f"{sql} LIMIT %s", [*params, limit])
+
+
+def _where(project_id: str, t: Table, filters: Any) -> Statement:
+    clauses: list[str] = ["t.project_id = %s"]
+    params: list[Any] = [project_id]
+    if filters is None:
+        filters = []
+    if not isinstance(filters, list):
+        raise QueryProblem("filters must be a list of [operator, column, value]")
+    for f in filters:
+        if not (isinstance(f, list) and len(f) == 3):
+            raise QueryProblem(f"a filter must be [operator, column, value], got {f!r}")
+        op, name, value = f
+        col = column(t, name)
+        where = f"{op}({name!r}, …)"
+        if op == "in":
+            if not isinstance(value, list):
+                raise QueryProblem(f"{where}: in() takes a list of values")
+            cast = f"::{col.type}[]"
+            clauses.append(f"{col.sql} = ANY(%s{cast})")
+            params += [*col.params, [value_for(col.type, v, where) for v in value]]
+        elif op in OPERATORS:
+            clauses.append(f"{col.sql} {OPERATORS[op]} %s::{col.type}")
+            params += [*col.params, value_for(col.type, value, where)]
+        else:
+            raise QueryProblem(f"unknown filter {op!r}: eq, neq, gt, gte, lt, lte or in")
+    return Statement(" AND ".join(clauses), params)
+
+
+def _returning(t: Table, columns: Any) -> str:
+    return ", ".join(f't."{c}" AS "{c}"' for c in selected(t, columns))
+
+
+def _insert(project_id: str, values: Any, seed: str, returning: str) -> Statement:
+    rows = values if isinstance(values, list) else [values]
+    if not rows or len(rows) > MAX_INSERT:
+        raise QueryProblem(f"insert() takes a row or a list of 1 to {MAX_INSERT} rows")
+    sql_rows: list[str] = []
+    params: list[Any] = []
+    for n, row in enumerate(rows):
+        collection, doc = _row(row, n)
+        row_id = uuid.uuid5(uuid.NAMESPACE_URL, f"switchyard:function_data:{seed}:{n}")
+        sql_rows.append("(%s, %s, %s, %s::jsonb)")
+        params += [row_id, project_id, collection, doc]
+    # Repeated (a crash before the call was recorded), the rows are found, not added again.
+    # The outer SELECT does not see the CTE's rows (one snapshot): it reads both.
+    ids = params[0::4]
+    return Statement(
+        "WITH ins AS (INSERT INTO function_data AS t (id, project_id, collection, doc) VALUES "
+        f"{', '.join(sql_rows)} ON CONFLICT (id) DO NOTHING RETURNING t.*) "
+        f"SELECT {returning} FROM (SELECT * FROM ins UNION ALL SELECT * FROM function_data "
+        "WHERE project_id = %s AND id = ANY(%s) AND id NOT IN (SELECT id FROM ins)) t "
+        "ORDER BY array_position(%s, t.id)",
+        [*params, project_id, ids, ids])
+
+
+def _row(row: Any, n: int) -> tuple[str, str]:
+    if not isinstance(row, dict):
+        raise QueryProblem(f"row {n}: a row must be an object")
+    unknown = set(row) - set(WRITABLE_COLUMNS)
+    if unknown:
+        raise QueryProblem(f"row {n}: unknown or server-set columns {sorted(unknown)}: a row "
+                           "has collection and doc")
+    if "doc" not in row:
+        raise QueryProblem(f"row {n}: doc is required")
+    return _collection(row.get("collection", DEFAULT_COLLECTION), f"row {n}"), \
+        storable_json(row["doc"], f"row {n}: doc")
+
+
+def _collection(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= COLLECTION_MAX:
+        raise QueryProblem(f"{where}: collection must be a string of 1 to {COLLECTION_MAX} "
+                           "characters")
+    return checked_text(value, where)
+
+
+def _assignments(values: Any) -> tuple[str, list[Any]]:
+    if not isinstance(values, dict) or not values:
+        raise QueryProblem("update() takes an object of the columns to set")
+    unknown = set(values) - set(WRITABLE_COLUMNS)
+    if unknown:
+        raise QueryProblem(f"update(): unknown or server-set columns {sorted(unknown)}")
+    sets, params = [], []
+    if "collection" in values:
+        sets.append("collection = %s")
+        params.append(_collection(values["collection"], "update()"))
+    if "doc" in values:
+        sets.append("doc = %s::jsonb")
+        params.append(storable_json(values["doc"], "update(): doc"))
+    return ", ".join(sets), params
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value

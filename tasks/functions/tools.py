@@ -1,0 +1,151 @@
+"""The tools a function calls, performed for real: each is called inside a recorded step.
+
+A problem the function's author can fix (a bad argument, web search turned off) is a
+ToolError, which the function sees as a catchable JavaScript Error; anything else (the
+database gone, the model's rate limit, the daily budget spent) is the engine's to handle.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from tasks import keystore
+from tasks.context import JobContext
+from tasks.functions import data
+from tasks.functions.record import Secrets
+from tasks.llm import get_client
+from tasks.llm.flow import call_llm
+from tasks.llm.types import LLMRequest
+from tasks.memory import CATEGORIES, load_memory, write_memory
+from tasks.research import websearch
+
+INSTANT = ("db", "memory.get", "memory.set", "keystore.get", "log", "now", "random")
+REAL_TIME = ("llm", "websearch")  # each run as its own step, outside the sandbox
+NESTED = "tasks.run"
+TOOLS = (*INSTANT, *REAL_TIME, NESTED)
+PROMPT_MAX = 100_000  # characters
+MAX_TOKENS = 4096
+LOG_MAX = 4000  # characters of a log message kept
+MEMORY_MAX = 16 * 1024
+QUERY_MAX = 500
+
+
+class ToolError(Exception):
+    """The function asked for something it cannot have; it sees this as a JS Error."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: the job running the function, and its step in progress."""
+    ctx: JobContext
+    secrets: Secrets
+    seed: str  # unique to this call of this job: makes its writes repeatable
+
+
+def perform(tool: str, args: Any, who: Caller) -> Any:
+    """Run one tool call and return its JSON answer (ToolError: the function's problem)."""
+    if not isinstance(args, dict):
+        raise ToolError(f"{tool}: arguments must be an object")
+    handler = _HANDLERS.get(tool)
+    if handler is None:
+        raise ToolError(f"unknown tool {tool!r}")
+    return handler(args, who)
+
+
+def _text(args: dict[str, Any], name: str, tool: str, *, limit: int,
+          required: bool = True) -> str | None:
+    value = args.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or (required and not value):
+        raise ToolError(f"{tool}: {name} must be a non-empty string")
+    if len(value) > limit:
+        raise ToolError(f"{tool}: {name} is {len(value)} characters, over the cap of {limit}")
+    if "\x00" in value:
+        raise ToolError(f"{tool}: {name} cannot hold the NUL character")
+    return value
+
+
+def _db(args: dict[str, Any], who: Caller) -> Any:
+    return data.run(who.ctx.project_id, args, seed=who.seed)
+
+
+def _memory_get(args: dict[str, Any], who: Caller) -> Any:
+    category = _text(args, "category", "memory.get", limit=50, required=False)
+    key = _text(args, "key", "memory.get", limit=500, required=False)
+    if category is not None and category not in CATEGORIES:
+        raise ToolError(f"memory.get: category must be one of {', '.join(CATEGORIES)}")
+    entries = load_memory(who.ctx.project_id, (category,) if category else CATEGORIES,
+                          limit=200)
+    if key is not None:
+        found = [e.content for e in entries if e.key == key]
+        return found[0] if found else None
+    return [{"category": e.category, "key": e.key, "content": e.content} for e in entries]
+
+
+def _memory_set(args: dict[str, Any], who: Caller) -> Any:
+    category = _text(args, "category", "memory.set", limit=50)
+    if category not in CATEGORIES:
+        raise ToolError(f"memory.set: category must be one of {', '.join(CATEGORIES)}")
+    key = _text(args, "key", "memory.set", limit=500)
+    content = _text(args, "content", "memory.set", limit=MEMORY_MAX)
+    assert key is not None and content is not None
+    # A secret the function read is not remembered as itself.
+    write_memory(who.ctx.project_id, category, key, who.secrets.text(content),
+                 job_id=who.ctx.job_id, step=who.seed)
+    return None
+
+
+def read_secret(project_id: uuid.UUID, name: Any) -> str | None:
+    if not isinstance(name, str) or not keystore.NAME.fullmatch(name):
+        raise ToolError(f"keystore.get: a secret's name is {keystore.NAME_RULE}")
+    return keystore.read(str(project_id), [name]).get(name)
+
+
+def _log(args: dict[str, Any], who: Caller) -> Any:
+    message = args.get("message")
+    text = message if isinstance(message, str) else str(message)
+    text = who.secrets.text(text.replace("\x00", "\\0"))[:LOG_MAX]
+    payload = who.secrets.scrub(args.get("data"))
+    who.ctx.emit("log", text, {"source": "function", "data": payload})
+    return None
+
+
+def _now(args: dict[str, Any], who: Caller) -> Any:
+    return int(who.ctx.clock.now().timestamp() * 1000)
+
+
+def _random(args: dict[str, Any], who: Caller) -> Any:
+    return random.random()
+
+
+def _llm(args: dict[str, Any], who: Caller) -> Any:
+    prompt = _text(args, "prompt", "llm", limit=PROMPT_MAX)
+    system = _text(args, "system", "llm", limit=PROMPT_MAX, required=False) or \
+        "You are a helpful assistant called from a function. Answer concisely."
+    max_tokens = args.get("max_tokens", 1024)
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) \
+            or not 1 <= max_tokens <= MAX_TOKENS:
+        raise ToolError(f"llm: max_tokens must be a whole number from 1 to {MAX_TOKENS}")
+    req = LLMRequest(purpose="function_llm", system=system, max_tokens=max_tokens,
+                     messages=[{"role": "user", "content": prompt}],
+                     context={"user_message": prompt})
+    result = call_llm(get_client(), req, project_id=who.ctx.project_id,
+                      job_id=who.ctx.job_id, step_seq=who.ctx.current_step)
+    return result.text
+
+
+def _websearch(args: dict[str, Any], who: Caller) -> Any:
+    query = _text(args, "query", "websearch", limit=QUERY_MAX)
+    assert query is not None
+    found, note = websearch(query)
+    if note:
+        raise ToolError(f"websearch: {note}")
+    return [{"title": f.title, "url": f.url, "snippet": f.snippet} for f in found]
+
+
+_HANDLERS = {"db": _db, "memory.get": _memory_get, "memory.set": _memory_set, "log": _log,
+             "now": _now, "random": _random, "llm": _llm, "websearch": _websearch}

@@ -1,0 +1,315 @@
+"""function.run through a real Celery worker: both code shapes, the db tool scoped to the
+project, tools.log in the feed, secrets kept out of the record, nested calls that suspend
+and resume the parent, the depth cap on a cycle, recorded time, non-deterministic replays."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tasks import keystore, pg
+from tasks.functions import store
+from tasks.functions.host import MAX_DEPTH
+from tasks.llm import reset_client
+from tasks.settings import get_settings
+from tests.conftest import wait_until
+from tests.integration.jobdb import new_job, status_history, steps, wait_for
+from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401
+
+TIMEOUT = 60.0  # a loaded 2-core machine; every wait ends as soon as its condition holds
+
+
+def save(project: str, name: str, code: str) -> int:
+    return store.save(project, name, code).version
+
+
+def run(project: str, name: str, input: Any = None, **payload: Any) -> dict[str, Any]:
+    job_id = new_job(project, "function.run", {"name": name, "input": input, **payload})
+    return wait_for(job_id, "completed", "failed", timeout=TIMEOUT)
+
+
+def events(job_id: Any) -> list[dict[str, Any]]:
+    return [{"type": t, "message": m, "data": d} for t, m, d in pg.fetch(
+        "SELECT type, message, data FROM agent_job_events WHERE job_id = %s ORDER BY id",
+        (job_id,))]
+
+
+def other_project() -> str:
+    owner, project = str(uuid.uuid4()), str(uuid.uuid4())
+    pg.fetch("INSERT INTO owners (id, name) VALUES (%s, %s)", (owner, f"o-{owner[:8]}"))
+    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'theirs')",
+             (project, owner))
+    return project
+
+
+@pytest.mark.parametrize(("reason", "code"), [
+    ("a module exporting runTask", "export async function runTask(input, tools) {\n"
+                                   "  return {sum: input.a + input.b};\n}\n"),
+    ("a script body that returns", "return {sum: input.a + input.b};\n"),
+])
+def test_both_code_shapes_return_their_output(worker, project: str, reason: str,
+                                              code: str) -> None:
+    save(project, "add", code)
+    job = run(project, "add", {"a": 2, "b": 3})
+    assert job["status"] == "completed", job["last_error"]
+    assert job["result"] == {"output": {"sum": 5}}
+
+
+def test_a_javascript_error_fails_the_job_with_its_message_and_line(worker, project) -> None:
+    save(project, "broken", "const x = 1;\nthrow new Error('no luck');\n")
+    job = run(project, "broken")
+    assert job["status"] == "failed"
+    assert "no luck" in job["last_error"] and "line 2" in job["last_error"], job["last_error"]
+    assert job["attempts"] == 1  # a JavaScript error is not retried
+
+
+DB_CODE = """
+const a = await supabase.from("function_data").insert({collection: "notes", doc: {n: 1, tag: "x"}});
+const b = await supabase.from("function_data").insert([{collection: "notes", doc: {n: 2, tag: "y"}},
+                                                       {collection: "other", doc: {n: 3}}]);
+const all = await supabase.from("function_data").select("collection, doc").order("doc->>n");
+const notes = await supabase.from("function_data").select("doc").eq("collection", "notes")
+  .neq("doc->>tag", "y");
+const many = await tools.db.from("function_data").select("id").in("collection", ["notes", "other"]);
+const upd = await supabase.from("function_data").update({doc: {n: 20}}).eq("doc->>n", "2");
+const del = await supabase.from("function_data").delete().eq("collection", "other");
+const unknown = await supabase.from("agent_jobs").select();
+const badcol = await supabase.from("function_data").select("project_id");
+const readonly = await supabase.from("jobs").insert({collection: "x", doc: 1});
+const jobs = await supabase.from("jobs").select("job_type, status").eq("job_type", "function.run");
+const wide = await supabase.from("function_data").delete();
+return {a: a.data.length, b: b.data.length, all: all.data, notes: notes.data,
+        many: many.data.length, upd: upd.data.map(r => r.doc), del: del.data.length,
+        unknown: unknown.error.message, badcol: badcol.error.message,
+        readonly: readonly.error.message, jobs: jobs.data, wide: wide.error.message,
+        errors: [a.error, all.error, upd.error]};
+"""
+
+
+def test_the_db_tool_inserts_selects_filters_updates_and_deletes(worker, project) -> None:
+    save(project, "db", DB_CODE)
+    job = run(project, "db")
+    assert job["status"] == "completed", job["last_error"]
+    out = job["result"]["output"]
+    assert (out["a"], out["b"], out["many"], out["del"]) == (1, 2, 3, 1)
+    assert out["all"] == [{"collection": "notes", "doc": {"n": 1, "tag": "x"}},
+                          {"collection": "notes", "doc": {"n": 2, "tag": "y"}},
+                          {"collection": "other", "doc": {"n": 3}}]
+    assert out["notes"] == [{"doc": {"n": 1, "tag": "x"}}]
+    assert out["upd"] == [{"n": 20}]
+    assert "unknown table 'agent_jobs'" in out["unknown"]
+    assert "unknown column 'project_id'" in out["badcol"]
+    assert "read-only" in out["readonly"]
+    assert out["jobs"] == [{"job_type": "function.run", "status": "running"}]
+    assert "needs a filter" in out["wide"]
+    assert out["errors"] == [None, None, None]
+    rows = pg.fetch("SELECT collection, doc FROM function_data WHERE project_id = %s "
+                    "ORDER BY doc->>'n'", (project,))
+    assert rows == [("notes", {"n": 1, "tag": "x"}), ("notes", {"n": 20})]
+
+
+def test_another_projects_rows_are_unreachable_through_the_db_tool(worker, project) -> None:
+    # Given another tenant's rows (and its secret-looking document)
+    theirs = other_project()
+    their_row = str(uuid.uuid4())
+    pg.fetch("INSERT INTO function_data (id, project_id, collection, doc) VALUES "
+             "(%s, %s, 'notes', '{\"secret\": \"theirs\"}')", (their_row, theirs))
+    # When a function tries every way a query could name them
+    save(project, "snoop", f"""
+const byId = await supabase.from("function_data").select().eq("id", "{their_row}");
+const all = await supabase.from("function_data").select();
+const byProject = await supabase.from("function_data").select().eq("project_id", "{theirs}");
+const upd = await supabase.from("function_data").update({{doc: {{}}}}).eq("id", "{their_row}");
+const del = await supabase.from("function_data").delete().in("id", ["{their_row}"]);
+const inject = await supabase.from("function_data").select("doc").eq("collection",
+  "notes' OR true --");
+const path = await supabase.from("function_data").select().eq("doc->>secret) OR (true", "x");
+return {{byId: byId.data, all: all.data, byProject: byProject.error !== null,
+         upd: upd.data, del: del.data, inject: inject.data, path: path.error !== null}};
+""")
+    job = run(project, "snoop")
+    # Then it sees and changes nothing of theirs
+    assert job["status"] == "completed", job["last_error"]
+    assert job["result"]["output"] == {"byId": [], "all": [], "byProject": True, "upd": [],
+                                       "del": [], "inject": [], "path": True}
+    assert pg.fetch("SELECT doc FROM function_data WHERE id = %s", (their_row,)) == [
+        ({"secret": "theirs"},)]
+
+
+SECRET = "sk-live-7f3a9c2e1b"
+
+
+def test_a_secret_never_reaches_events_steps_errors_or_the_result(worker, project) -> None:
+    keystore.put(project, "api_key", SECRET)
+    save(project, "leaky", """
+const key = await tools.keystore.get("api_key");
+const none = await tools.keystore.get("not_set");
+tools.log("the key is " + key, {key, nested: ["x" + key]});
+await supabase.from("function_data").insert({collection: "c", doc: {k: key}});
+const back = await supabase.from("function_data").select("doc");
+await tools.memory.set("fact", "k", "remember " + key);
+return {key, none, echoed: back.data[0].doc.k, length: key.length};
+""")
+    job = run(project, "leaky")
+    assert job["status"] == "completed", job["last_error"]
+    assert job["result"]["output"] == {"key": "[secret]", "none": None, "echoed": "[secret]",
+                                       "length": len(SECRET)}
+    feed = events(job["id"])
+    logs = [e for e in feed if e["type"] == "log"]
+    assert logs and logs[0]["message"] == "the key is [secret]"
+    assert logs[0]["data"]["data"] == {"key": "[secret]", "nested": ["x[secret]"]}
+    recorded = json.dumps([s["output"] for s in steps(job["id"])])
+    assert SECRET not in json.dumps(feed) + recorded + json.dumps(job["result"])
+    assert "[secret]" in recorded
+    memory = pg.fetch_value("SELECT content FROM agent_memory WHERE project_id = %s", (project,))
+    assert memory == "remember [secret]"
+    # A thrown error that carries the secret is scrubbed too
+    save(project, "thrower", "const k = await tools.keystore.get('api_key');\n"
+                             "throw new Error('bad key ' + k);\n")
+    failed = run(project, "thrower")
+    assert failed["status"] == "failed" and SECRET not in failed["last_error"]
+    assert "bad key [secret]" in failed["last_error"]
+
+
+def test_date_now_and_random_are_recorded_so_a_replay_sees_the_same_values(worker,
+                                                                            project) -> None:
+    # The nested call makes the parent run twice (before and after waiting): the second run
+    # replays the clock and the dice from the record.
+    save(project, "child", "return 'done';")
+    save(project, "timed", """
+const t = Date.now();
+const r = Math.random();
+const d = new Date().getTime();
+await tools.tasks.run("child", {});
+await supabase.from("function_data").insert({collection: "seen", doc: {t, r, d}});
+return {t, r, d};
+""")
+    job = run(project, "timed")
+    assert job["status"] == "completed", job["last_error"]
+    out = job["result"]["output"]
+    assert out["t"] > 1_600_000_000_000 and 0 <= out["r"] < 1
+    recorded = {s["name"]: s["output"] for s in steps(job["id"])}
+    assert recorded["call:0:now"]["result"] == out["t"]
+    assert recorded["call:1:random"]["result"] == out["r"]
+    seen = pg.fetch_value("SELECT doc FROM function_data WHERE project_id = %s", (project,))
+    assert seen == out
+
+
+def test_tools_log_appears_in_the_jobs_events(worker, project) -> None:
+    save(project, "talk", "tools.log('hello from js', {n: 1}); return 1;")
+    job = run(project, "talk")
+    assert job["status"] == "completed", job["last_error"]
+    logs = [e for e in events(job["id"]) if e["type"] == "log"]
+    assert [(e["message"], e["data"]["data"]) for e in logs] == [("hello from js", {"n": 1})]
+
+
+@pytest.fixture
+def gated_model(fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+                ) -> Iterator[tuple[FakeAnthropic, threading.Event]]:
+    """The real SDK against the fake Messages API, whose answers wait for the test's gate:
+    a function's tools.llm call stays in flight until the test lets it finish."""
+    gate = threading.Event()
+
+    def answer(body: dict[str, Any]) -> list[dict[str, Any]]:
+        gate.wait(TIMEOUT)
+        return [{"type": "text", "text": "the model's answer"}]
+
+    fake_anthropic.script = answer
+    monkeypatch.setenv("SWITCHYARD_LLM_PROVIDER", "anthropic")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("SWITCHYARD_LLM_MODEL", "claude-test-1")
+    get_settings.cache_clear()
+    reset_client()
+    yield fake_anthropic, gate
+    gate.set()
+    monkeypatch.undo()
+    get_settings.cache_clear()
+    reset_client()
+
+
+def status(job_id: Any) -> str:
+    return str(pg.fetch_value("SELECT status FROM agent_jobs WHERE id = %s", (job_id,)))
+
+
+def child_of(parent: Any) -> Any:
+    return pg.fetch_value("SELECT id FROM agent_jobs WHERE parent_job_id = %s", (parent,))
+
+
+def test_a_nested_call_suspends_the_parent_and_resumes_it_with_the_childs_output(
+        worker, project, gated_model) -> None:
+    fake, gate = gated_model
+    save(project, "ask", "return {said: await tools.llm(input.q)};")
+    save(project, "outer", """
+await supabase.from("function_data").insert({collection: "before", doc: {}});
+const inner = await tools.tasks.run("ask", {q: "hello?"});
+await supabase.from("function_data").insert({collection: "after", doc: inner});
+return {inner};
+""")
+    # Given the parent started, its child blocked in a model call
+    parent = new_job(project, "function.run", {"name": "outer"})
+    wait_until(lambda: status(parent) == "waiting", TIMEOUT, what="the parent waiting")
+    child = child_of(parent)
+    wait_until(lambda: fake.count == 1, TIMEOUT, what="the child's model call")
+    assert status(child) == "running"
+    # When the model answers
+    gate.set()
+    # Then the child completes and the parent resumes, replays and finishes with its output
+    job = wait_for(parent, "completed", "failed", timeout=TIMEOUT)
+    assert job["status"] == "completed", job["last_error"]
+    assert job["result"] == {"output": {"inner": {"said": "the model's answer"}}}
+    history = status_history(parent)
+    assert history[-1] == "completed" and "waiting" in history, history
+    assert history[history.index("waiting"):][:2] == ["waiting", "queued"], history
+    names = [s["name"] for s in steps(parent)]
+    assert names == ["load", "call:0:db", "call:1:tasks.run", "child:1", "call:2:db"]
+    rows = pg.fetch("SELECT collection FROM function_data WHERE project_id = %s "
+                    "ORDER BY created_at", (project,))
+    assert rows == [("before",), ("after",)]  # the replay did not insert "before" again
+    assert fake.count == 1
+    assert job_payload(child)["callers"] == ["outer"]
+
+
+def job_payload(job_id: Any) -> dict[str, Any]:
+    return dict(pg.fetch_value("SELECT payload FROM agent_jobs WHERE id = %s", (job_id,)))
+
+
+def test_a_nested_call_cycle_stops_at_the_depth_cap(worker, project) -> None:
+    save(project, "ping", "return await tools.tasks.run('pong', input + 1);")
+    save(project, "pong", "return await tools.tasks.run('ping', input + 1);")
+    job = run(project, "ping", 0)
+    assert job["status"] == "failed"
+    assert "nested functions too deep: ping → pong → ping → pong → ping → pong" \
+        in job["last_error"], job["last_error"]
+    depths = pg.fetch("SELECT jsonb_array_length(payload->'callers'), status FROM agent_jobs "
+                      "WHERE job_type = 'function.run' ORDER BY 1")
+    assert depths == [(n, "failed") for n in range(MAX_DEPTH + 1)]
+
+
+def test_a_replay_that_asks_for_another_call_fails_as_non_deterministic(
+        worker, project, gated_model) -> None:
+    # Given a function whose path depends on a secret, which is read again on replay
+    _, gate = gated_model
+    keystore.put(project, "mode", "mode-alpha")
+    save(project, "ask", "return await tools.llm('hi');")
+    save(project, "branchy", """
+const mode = await tools.keystore.get("mode");
+if (mode === "mode-alpha") { await supabase.from("function_data").select("id"); }
+else { tools.log("the other mode"); }
+return await tools.tasks.run("ask", {});
+""")
+    parent = new_job(project, "function.run", {"name": "branchy"})
+    wait_until(lambda: status(parent) == "waiting", TIMEOUT, what="the parent waiting")
+    # When the secret changes while it waits, and it resumes
+    keystore.put(project, "mode", "mode-bravo")
+    gate.set()
+    # Then the replay's second call is not the recorded one: the job fails and says so
+    job = wait_for(parent, "completed", "failed", timeout=TIMEOUT)
+    assert job["status"] == "failed"
+    assert "non-deterministic function: call 2 was db(" in job["last_error"]
+    assert "and is now log(" in job["last_error"], job["last_error"]

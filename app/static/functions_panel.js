@@ -10,14 +10,7 @@ let chosen = null; // { name, version } on show
 const fnUrl = (name) => `/api/projects/${enc}/functions/${encodeURIComponent(name)}`;
 
 export async function loadFunctions() {
-  let data;
-  try {
-    data = await api("GET", `/api/projects/${enc}/functions`);
-  } catch (e) {
-    // The project was found (the page loaded it first): a 404 here is a server without functions.
-    if (e.status === 404) { box.closest("section").hidden = true; return; }
-    throw e;
-  }
+  const data = await api("GET", `/api/projects/${enc}/functions`);
   fill(box, data.items.length ? h("ul", { class: "rows" }, data.items.map((f) =>
     h("li", { class: "row function", dataset: { name: f.name } },
       h("span", { class: "title mono" }, f.name),

@@ -8,14 +8,7 @@ const form = $("#plan-form");
 const error = $("#plan-form-error");
 
 export async function loadPlans() {
-  let data;
-  try {
-    data = await api("GET", `/api/projects/${enc}/plans`);
-  } catch (e) {
-    // The project was found (the page loaded it first): a 404 here is a server without the planner.
-    if (e.status === 404) { box.closest("section").hidden = true; return; }
-    throw e;
-  }
+  const data = await api("GET", `/api/projects/${enc}/plans`);
   fill(box, data.items.length ? h("ul", { class: "rows" }, data.items.map((p) =>
     h("li", { class: "row plan", dataset: { planId: p.id, status: p.status } },
       h("a", { class: "title", href: `/plans/${p.id}` }, p.name), badge(p.status),

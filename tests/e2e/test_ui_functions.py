@@ -8,7 +8,6 @@ tool calls it made, the nested run it waited for, and how many times it was repl
 
 from __future__ import annotations
 
-import importlib.util
 from datetime import datetime
 from typing import Any
 
@@ -27,9 +26,7 @@ try:
 except ImportError:  # the `page` fixture reports it
     Page = Any  # type: ignore[misc,assignment]
 
-# The function store comes from branch functions; until it is merged there is nothing to test.
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
-    importlib.util.find_spec("app.routes.functions") is None, reason="functions are not merged")]
+pytestmark = pytest.mark.e2e
 
 ENDED = 60_000  # ms
 # The child takes a few dozen recorded steps: the parent, which looks at once, finds it

@@ -9,7 +9,6 @@ version runs the tasks, whose DAG nodes turn completed live.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import pytest
@@ -29,9 +28,7 @@ try:
 except ImportError:  # the `page` fixture reports it
     Page = Any  # type: ignore[misc,assignment]
 
-# The planner's routes come from branch planner; until it is merged there is nothing to test.
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
-    importlib.util.find_spec("app.routes.plans") is None, reason="the planner is not merged")]
+pytestmark = pytest.mark.e2e
 
 ENDED = 90_000  # ms: the planner's asks and three agent tasks on a loaded 2-core machine
 

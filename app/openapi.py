@@ -319,7 +319,7 @@ def _startup_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
              401: ERRORS[401]}, (), secured=False, security=CRON)},
         "/api/projects/{pid}/memory": {"get": _op(
             "memory", "What the agents remember about the project (500 at most).",
-            {200: _json("The memories.", "MemoryList")}, (404,), params=[PID, category])},
+            {200: _json("The memories.", "MemoryList")}, (404, 422), params=[PID, category])},
         **_effect_paths(json_body),
     }
 

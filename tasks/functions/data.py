@@ -30,6 +30,10 @@ from tasks.functions.tables import (
 
 OPERATORS = {"eq": "=", "neq": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 MAX_ROWS = 1000  # a select's rows at most (supabase's default cap too)
+# An answer's bytes at most (as JSON text, measured by PostgreSQL before any row is sent):
+# a select of large documents must not load hundreds of MB into the shared worker.
+MAX_ANSWER_BYTES = 1 << 20
+_BYTES, _ORDINAL = "__sy_bytes", "__sy_n"  # bookkeeping columns, never shown
 MAX_INSERT = 100  # rows per insert
 COLLECTION_MAX = 200
 DEFAULT_COLLECTION = "default"
@@ -46,13 +50,35 @@ def run(project_id: uuid.UUID | str, request: Any, *, seed: str) -> dict[str, An
     the call), so an insert repeated after a crash finds its rows instead of adding twins."""
     try:
         statement = build(str(project_id), request, seed)
-        rows = pg.fetch_dicts(statement.sql, statement.params)
+        capped = not statement.sql.startswith("WITH")  # an insert: bounded by its arguments
+        rows = pg.fetch_dicts(*(_capped(statement) if capped else (statement.sql,
+                                                                   statement.params)))
     except QueryProblem as problem:
         return {"data": None, "error": {"message": str(problem)}}
     except (psycopg.DataError, psycopg.IntegrityError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return {"data": None, "error": {"message": first}}
-    return {"data": [{k: _plain(v) for k, v in row.items()} for row in rows], "error": None}
+    if capped:
+        size = rows[0][_BYTES] if rows else 0
+        if size > MAX_ANSWER_BYTES:
+            return {"data": None, "error": {"message": f"the answer would be {size} bytes, "
+                                            f"over the {MAX_ANSWER_BYTES} allowed: select "
+                                            "fewer rows or columns (.limit(), .select('id'))"}}
+        if not size:
+            rows = []  # nothing matched: the one row the outer join made is all nulls
+    return {"data": [{k: _plain(v) for k, v in row.items() if k not in (_BYTES, _ORDINAL)}
+                     for row in rows], "error": None}
+
+
+def _capped(statement: Statement) -> tuple[str, list[Any]]:
+    """`statement` wrapped so PostgreSQL measures its rows first and sends none when they
+    exceed MAX_ANSWER_BYTES (then one row whose only value is the size). A data-modifying
+    statement in a WITH runs once, however often it is read."""
+    ordered = f' ORDER BY q."{_ORDINAL}"' if _ORDINAL in statement.sql else ""
+    sql = (f"WITH q AS ({statement.sql}), size AS (SELECT coalesce(sum(octet_length("
+           f"row_to_json(q)::text)), 0) AS n FROM q) "
+           f'SELECT q.*, size.n AS "{_BYTES}" FROM size LEFT JOIN q ON size.n <= %s{ordered}')
+    return sql, [*statement.params, MAX_ANSWER_BYTES]
 
 
 def build(project_id: str, request: Any, seed: str) -> Statement:
@@ -86,15 +112,17 @@ def build(project_id: str, request: Any, seed: str) -> Statement:
 def _select(project_id: str, t: Table, request: dict[str, Any]) -> Statement:
     columns = ", ".join(f't."{c}" AS "{c}"' for c in selected(t, request.get("columns")))
     where = _where(project_id, t, request.get("filters"))
-    sql, params = f"SELECT {columns} FROM {t.source} t WHERE {where.sql}", where.params
-    order = request.get("order")
-    if order is not None:
-        if not isinstance(order, dict):
+    order, order_params = "", []
+    if (asked := request.get("order")) is not None:
+        if not isinstance(asked, dict):
             raise QueryProblem("order must be {column, ascending}")
-        col = column(t, order.get("column"))
-        direction = "ASC" if order.get("ascending", True) is not False else "DESC"
-        sql += f" ORDER BY {col.sql} {direction} NULLS LAST"
-        params += list(col.params)
+        col = column(t, asked.get("column"))
+        direction = "ASC" if asked.get("ascending", True) is not False else "DESC"
+        order, order_params = f"ORDER BY {col.sql} {direction} NULLS LAST", list(col.params)
+    # The ordinal keeps the order through _capped's outer query.
+    sql = (f'SELECT {columns}, row_number() OVER ({order}) AS "{_ORDINAL}" '
+           f"FROM {t.source} t WHERE {where.sql} {order}")
+    params = [*order_params, *where.params, *order_params]
     limit = request.get("limit")
     if limit is None:
         limit = MAX_ROWS

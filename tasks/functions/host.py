@@ -145,6 +145,11 @@ class Host:
             raise ToolError(f"tasks.run: a function's name is {store.NAME_RULE}")
         if store.get(self.ctx.project_id, target) is None:
             raise ToolError(f"tasks.run: no function named {target!r} in this project")
+        if self.secrets.scrub(args.get("input")) != args.get("input"):
+            # The child's payload is stored and shown as it is: a secret in it would leak.
+            raise ToolError("tasks.run: the input holds a secret this run read; pass the "
+                            "secret's name and let the called function read it with "
+                            "tools.keystore.get")
         payload = {"name": target, "input": args.get("input"),
                    "callers": [*self.running.callers, self.running.name]}
         job = enqueue(EnqueueRequest(

@@ -138,7 +138,7 @@ def _drive(child: Child, code: str, text: str, input_json: str, on_call: OnCall,
             return _ended(child, "the sandbox process ended without an answer")
         try:
             msg = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: JSON nested thousands deep
             child.kill()
             return Failed("crashed", "the sandbox sent something that is not JSON")
         if not isinstance(msg, dict):

@@ -70,6 +70,10 @@ def _text(args: dict[str, Any], name: str, tool: str, *, limit: int,
 
 
 def _db(args: dict[str, Any], who: Caller) -> Any:
+    # A secret the function read is not stored as itself: a later run that never read it
+    # would otherwise get it back, and record it unscrubbed.
+    if args.get("op") in ("insert", "update") and "values" in args:
+        args = {**args, "values": who.secrets.scrub(args["values"])}
     return data.run(who.ctx.project_id, args, seed=who.seed)
 
 
@@ -94,7 +98,7 @@ def _memory_set(args: dict[str, Any], who: Caller) -> Any:
     content = _text(args, "content", "memory.set", limit=MEMORY_MAX)
     assert key is not None and content is not None
     # A secret the function read is not remembered as itself.
-    write_memory(who.ctx.project_id, category, key, who.secrets.text(content),
+    write_memory(who.ctx.project_id, category, who.secrets.text(key), who.secrets.text(content),
                  job_id=who.ctx.job_id, step=who.seed)
     return None
 

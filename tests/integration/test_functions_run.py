@@ -176,6 +176,52 @@ return {key, none, echoed: back.data[0].doc.k, length: key.length};
     assert "bad key [secret]" in failed["last_error"]
 
 
+def test_a_secret_is_neither_stored_nor_handed_to_a_nested_function(worker, project) -> None:
+    keystore.put(project, "api_key", SECRET)
+    save(project, "echo", "return input;\n")
+    save(project, "passes", """
+const key = await tools.keystore.get("api_key");
+await supabase.from("function_data").insert({collection: "c", doc: {k: key}});
+await tools.memory.set("fact", key, "x");
+try { await tools.tasks.run("echo", {key}); return "handed over"; }
+catch (e) { return e.message; }
+""")
+    job = run(project, "passes")
+    assert job["status"] == "completed", job["last_error"]
+    assert "holds a secret" in job["result"]["output"]
+    # no child was made; the stored document and memory key hold the placeholder
+    assert pg.fetch_value("SELECT count(*) FROM agent_jobs WHERE parent_job_id = %s",
+                          (job["id"],)) == 0
+    assert pg.fetch_value("SELECT doc->>'k' FROM function_data WHERE project_id = %s",
+                          (project,)) == "[secret]"
+    assert pg.fetch_value("SELECT key FROM agent_memory WHERE project_id = %s",
+                          (project,)) == "[secret]"
+
+
+def test_an_answer_too_large_is_refused_before_it_is_loaded(worker, project) -> None:
+    big = "x" * 200_000
+    pg.fetch("INSERT INTO function_data (id, project_id, collection, doc) "
+             "SELECT gen_random_uuid(), %s, 'big', jsonb_build_object('s', %s::text) "
+             "FROM generate_series(1, 8)", (project, big))
+    save(project, "greedy", """
+const all = await supabase.from("function_data").select("doc");
+const few = await supabase.from("function_data").select("id").order("created_at");
+const two = await supabase.from("function_data").select("doc").limit(2);
+return {error: all.error && all.error.message, ids: few.data.length, two: two.data.length};
+""")
+    job = run(project, "greedy")
+    assert job["status"] == "completed", job["last_error"]
+    out = job["result"]["output"]
+    assert "over the 1048576 allowed" in out["error"]
+    assert (out["ids"], out["two"]) == (8, 2)
+
+
+def test_json_nested_too_deep_fails_the_run_cleanly(worker, project) -> None:
+    save(project, "deep", "let v = 1; for (let i = 0; i < 5000; i++) v = [v]; return v;\n")
+    job = run(project, "deep")
+    assert job["status"] == "failed" and job["attempts"] == 1, job["last_error"]
+
+
 def test_date_now_and_random_are_recorded_so_a_replay_sees_the_same_values(worker,
                                                                             project) -> None:
     # The nested call makes the parent run twice (before and after waiting): the second run

@@ -367,12 +367,8 @@ def _secret_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
 
 def _code_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
     started = _json("Enqueued.", "JobStarted")
-    again = {"description": "Enqueued before (the same idempotency key, or the same issue or "
-                            "comment delivered again): that job. Or, for a `pull_request` "
-                            "closed: the merge gates (`pr_merge` approvals of that pull "
-                            "request) it decided, merged or not.",
-             "content": {JSON: {"schema": {"oneOf": [ref("JobStarted"),
-                                                     ref("MergeSettled")]}}}}
+    again = _json("Enqueued before (the same idempotency key, or the same issue or comment "
+                  "delivered again): that job.", "JobStarted")
     github_headers = [
         {"name": "X-GitHub-Event", "in": "header", "required": False, "schema": typed("string"),
          "description": "`issues`, `issue_comment`, `ping`…; any other starts nothing."},
@@ -386,7 +382,11 @@ def _code_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
         "request by an OWNER, MEMBER or COLLABORATOR starts `code.run_task`; one job per issue "
         "or comment, however often it is delivered. A `pull_request` closed decides the "
         "project's merge gates of that pull request: merged approves them, unmerged rejects.",
-        {202: started, 200: again,
+        {202: started,
+         200: _json("Enqueued before (the same issue or comment delivered again): that job "
+                    "(`job_id`, `status_url`). Or, for a `pull_request` closed: the merge gates "
+                    "(`pr_merge` approvals of that pull request) it decided (`settled`).",
+                    "WebhookAnswer"),
          204: {"description": "The event starts nothing; the header says why.",
                "headers": {IGNORED_HEADER: {"schema": typed("string")}}},
          401: _error("No or a wrong signature, or no such project, or the project has no "
@@ -690,9 +690,13 @@ def _links(all_paths: dict[str, Any]) -> dict[str, Any]:
     return all_paths
 
 
+# Every answer's model, by component name (the plans' live beside their request bodies).
+ANSWERS: dict[str, type[BaseModel]] = {**RESPONSE_MODELS, **PLAN_RESPONSES}
+
+
 def build_document() -> dict[str, Any]:
     components: dict[str, Any] = {"StorableJson": STORABLE_JSON}
-    for name, response in {**RESPONSE_MODELS, **PLAN_RESPONSES}.items():
+    for name, response in ANSWERS.items():
         _put(components, name, _model_schema(response, components))
     for name, model in BODIES.items():
         _put(components, name, _job_create(components) if model is JobCreate

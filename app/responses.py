@@ -442,8 +442,11 @@ class WorkflowRunList(Response):
     items: list[WorkflowRunSummary]
 
 
-class MergeSettled(Response):
-    settled: list[uuid.UUID]
+class WebhookAnswer(Response):
+    """GitHub's webhook, 200: a job enqueued before, or the merge gates a closing decided."""
+    job_id: uuid.UUID | None = None
+    status_url: str | None = None
+    settled: list[uuid.UUID] | None = None
 
 class FunctionSaved(Response):
     name: str
@@ -504,4 +507,4 @@ RESPONSE_MODELS: dict[str, type[Response]] = {model.__name__: model for model in
     ApprovalList, Enqueued, SecretList, MemoryList, Effect, EffectList, PacketList, LlmUsage,
     Event, EventPage, Health, Readiness, ArtifactList, ProjectArtifactList, WorkflowSaved,
     WorkflowList, Workflow, WorkflowRun, WorkflowRunList,
-    MergeSettled, FunctionSaved, FunctionList, FunctionDetail, FunctionRunList)}
+    WebhookAnswer, FunctionSaved, FunctionList, FunctionDetail, FunctionRunList)}

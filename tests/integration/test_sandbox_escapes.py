@@ -340,8 +340,11 @@ def _pool_child_pid() -> tuple[Child, int]:
     return child, child.pid
 
 
-def test_a_child_has_an_empty_environment_and_no_network_and_no_privileges() -> None:
-    os.environ.setdefault("SWITCHYARD_SECRET_KEY", "test-secret")
+def test_a_child_has_an_empty_environment_and_no_network_and_no_privileges(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A secret in the worker's environment (undone after: a short key would break every
+    # later test that seals a secret).
+    monkeypatch.setenv("SWITCHYARD_SECRET_KEY", "a-worker-secret-0123456789abcdef-0123456789")
     child, pid = _pool_child_pid()
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from app import responses
 from app.errors import _body
 from app.hub import Event
-from app.openapi import _model_schema, build_document
+from app.openapi import ANSWERS, _model_schema, build_document
 from app.packets import Usage, packet_json, usage_json
 from app.queries import job_json, project_json
 from app.routes.effects import effect_json
@@ -50,9 +50,9 @@ def test_every_documented_json_answer_is_a_component_generated_from_its_model() 
             continue
         assert set(schema) == {"$ref"}, f"{method} {path} {code}: written by hand"
         name = schema["$ref"].rsplit("/", 1)[1]
-        assert name in responses.RESPONSE_MODELS, f"{method} {path} {code}: {name} has no model"
+        assert name in ANSWERS, f"{method} {path} {code}: {name} has no model"
         scratch: dict[str, Any] = {}
-        assert COMPONENTS[name] == _model_schema(responses.RESPONSE_MODELS[name], scratch)
+        assert COMPONENTS[name] == _model_schema(ANSWERS[name], scratch)
         for nested, nested_schema in scratch.items():  # and so is everything it refers to
             assert COMPONENTS[nested] == nested_schema, f"{name} -> {nested}"
 

@@ -12,6 +12,7 @@ import "./packets.js";
 import "./effects.js";
 import "./artifacts.js";
 import { loadWorkflows } from "./workflows_panel.js";
+import "./workflow_save.js";
 import { loadPlans } from "./plans_panel.js";
 import { loadFunctions } from "./functions_panel.js";
 

@@ -12,7 +12,7 @@ let chosen = null; // { latestId, name, version, wid } of the version on show
 export async function loadWorkflows() {
   const data = await api("GET", `/api/projects/${enc}/workflows`);
   fill(box, data.items.length ? h("ul", { class: "rows" }, data.items.map(workflowRow))
-    : empty("No workflows yet. Save one with POST /api/projects/<id>/workflows; it appears here to run."));
+    : empty("No workflows yet. Save one below (or with POST /api/projects/<id>/workflows) to run it."));
 }
 
 function workflowRow(w) {

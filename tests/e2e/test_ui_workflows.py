@@ -169,3 +169,29 @@ def test_gated_steps_are_approved_and_rejected_on_the_run_page(site: Site, page:
     assert decided[run["steps"]["announce"]["approval_id"]] == "rejected"
     assert pg.fetch_value("SELECT count(*) FROM agent_jobs WHERE parent_job_id = %s",
                           (job_id,)) == 2  # build and deploy: nothing ran for announce
+
+
+def test_a_workflow_is_saved_from_the_project_page_and_a_bad_one_names_its_problems(
+        site: Site, page: Page) -> None:
+    project = site.project("Saved from the page")
+    sign_in(page, site)
+    page.goto(f"{site.base}/projects/{project}")
+    expect(page.locator("#workflows .empty")).to_be_visible()
+    page.locator("#workflow-new summary").click()
+    # A cycle and an unknown job type: every problem listed, nothing saved
+    page.fill("#wf-steps", '[{"name": "a", "job_type": "system.canary", "depends_on": ["b"]},'
+                           ' {"name": "b", "job_type": "no.such", "depends_on": ["a"]}]')
+    page.click("#workflow-save button[type=submit]")
+    problems = page.locator("#workflow-save ul.error li")
+    expect(problems.first).to_be_visible()
+    text = " ".join(problems.all_text_contents())
+    assert "cycle" in text and "no.such" in text, text
+    assert pg.fetch_value("SELECT count(*) FROM workflows WHERE project_id = %s", (project,)) == 0
+    # The example the form starts with saves as version 1 and shows up, ready to run
+    page.reload()
+    page.locator("#workflow-new summary").click()
+    page.click("#workflow-save button[type=submit]")
+    row = page.locator("#workflows .workflow[data-name='demo pipeline']")
+    expect(row.locator("button.version")).to_have_text(["v1"])
+    row.locator("button.version").click()
+    expect(page.locator("#workflow-detail svg.dag .dag-node")).to_have_count(3)

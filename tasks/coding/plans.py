@@ -81,7 +81,7 @@ class Plan:
 def parse_plan(text: str) -> tuple[Plan | None, list[str]]:
     """The plan in a model's reply (bare JSON, fenced, or amid prose), or None and the errors,
     each naming its JSON path, worded to be sent back to the model."""
-    value, problem = _find_json(text)
+    value, problem = find_json(text)
     if problem:
         return None, [problem]
     errors = validate(value)
@@ -93,7 +93,7 @@ def validate(value: Any) -> list[str]:
     found = sorted(_VALIDATOR.iter_errors(value), key=lambda e: (
         [(0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in e.path], str(e.validator)))
     # A blank string breaks `minLength` and `pattern` both: one complaint is enough.
-    return [f"{_json_path(e)}: {_explain(e)}" for e in found
+    return [f"{json_path(e)}: {explain(e)}" for e in found
             if not (e.validator == "pattern" and e.instance == "")]
 
 
@@ -112,7 +112,7 @@ _SHAPE = '{"subtasks": [{"title": "...", "description": "...", "files": ["..."]}
 _FENCE = re.compile(r"```[\w-]*[ \t]*\n(.*?)```", re.DOTALL)
 
 
-def _find_json(text: str) -> tuple[Any, str | None]:
+def find_json(text: str) -> tuple[Any, str | None]:
     """The JSON value the reply holds: the whole text, else a fenced block, else the first `{`
     that starts a valid object (the prose around it ignored)."""
     try:
@@ -142,11 +142,11 @@ def _find_json(text: str) -> tuple[Any, str | None]:
     return None, f"$: no valid JSON object in the reply ({problem}); expected {_SHAPE}"
 
 
-def _json_path(error: ValidationError) -> str:
+def json_path(error: ValidationError) -> str:
     return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.path)
 
 
-def _explain(error: ValidationError) -> str:
+def explain(error: ValidationError) -> str:
     """The error in words, without echoing the (possibly long) offending value."""
     kind, limit, value = error.validator, error.validator_value, error.instance
     if kind == "required":

@@ -12,6 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 SCRUBBED = "[secret]"
 DESCRIBED = 120  # characters of a call's arguments shown in a message
@@ -40,8 +41,10 @@ class Secrets:
         return value
 
     def text(self, text: str) -> str:
-        # Longest first: a secret that contains another is replaced whole.
-        for secret in sorted(self.values, key=len, reverse=True):
+        # Longest first: a secret that contains another is replaced whole. Its URL-encoded
+        # forms too: a query carrying it comes back in an error that way (web search).
+        forms = {form for s in self.values for form in (s, quote(s, safe=""), quote_plus(s))}
+        for secret in sorted(forms, key=len, reverse=True):
             text = text.replace(secret, SCRUBBED)
         return text
 

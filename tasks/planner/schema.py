@@ -12,7 +12,7 @@ from jsonschema import Draft202012Validator, ValidationError
 
 # The shared wording of JSON Schema errors and the lenient JSON finder of the coding agent's
 # plans: the same answers from the same kind of model deserve the same complaints.
-from tasks.coding.plans import _explain, _find_json, _json_path
+from tasks.coding.plans import explain, find_json, json_path
 from tasks.workflows import graph
 
 MAX_TASKS = 30
@@ -67,7 +67,7 @@ class Task:
 def parse_answer(text: str, *, kept: Collection[str] = ()) -> tuple[list[Task], list[str]]:
     """The tasks in a model's reply, or [] and every problem. `kept`: ids of tasks already
     completed (a revision may depend on them, and must not reuse their ids)."""
-    value, problem = _find_json(text)
+    value, problem = find_json(text)
     if problem:
         return [], [problem.split("; expected")[0] + f"; expected {SHAPE}"]
     return check(value, kept=kept)
@@ -98,7 +98,7 @@ def _shaped(value: Any) -> list[Task] | None:
 def schema_problems(value: Any) -> list[str]:
     found = sorted(_VALIDATOR.iter_errors(value), key=lambda e: (
         [(0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in e.path], str(e.validator)))
-    return [f"{_json_path(e)}: {_explain_task(e)}" for e in found
+    return [f"{json_path(e)}: {_explain_task(e)}" for e in found
             if not (e.validator == "pattern" and e.instance == "")]
 
 
@@ -137,4 +137,4 @@ def _explain_task(error: ValidationError) -> str:
     if error.validator == "pattern" and error.path and error.path[-1] == "assigned_to":
         return (f"{str(error.instance)[:80]!r} is not a role: a lowercase letter, then up to "
                 "39 lowercase letters, digits, _ or - (e.g. engineer, researcher, qa)")
-    return _explain(error)
+    return explain(error)

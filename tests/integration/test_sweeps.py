@@ -324,7 +324,7 @@ def test_a_live_worker_in_a_long_step_keeps_its_job(worker, project):
     from tasks import lifecycle
 
     job_id = new_job(project, payload={"steps": 1, "step_seconds": 4.0})
-    wait_for(job_id, "running")
+    wait_for(job_id, "running", timeout=60)  # a loaded machine: the claim may wait
     beats = set()
     while job(job_id)["status"] == "running":
         sweeps.run_sweeps()

@@ -32,10 +32,6 @@ WORKFLOW_STEP, PLAN, PR_MERGE = "workflow_step", "plan", "pr_merge"
 GATES = frozenset({WORKFLOW_STEP, PLAN, PR_MERGE})
 
 
-def is_gate(action_type: str) -> bool:
-    return action_type in GATES
-
-
 class ApprovalConflict(SwitchyardError):
     """The decision saw an old version, or the approval is no longer pending."""
 
@@ -106,7 +102,7 @@ def decide(approval_id: uuid.UUID | str, owner_id: uuid.UUID | str, decision: st
     with pg.transaction():
         row = pg.fetch_one(DECIDE, {"id": approval_id, "decision": decision,
                                     "owner": owner_id, "version": version})
-        if row is not None and decision == "approved" and not is_gate(row[1]):
+        if row is not None and decision == "approved" and row[1] not in GATES:
             job = enqueue(_execution(approval_id, *row[:3]), publish=False)
             pg.fetch("UPDATE approvals SET execution_status = 'queued', execution_job_id = %s "
                      "WHERE id = %s AND execution_status = 'idle'", (job.job_id, approval_id))
@@ -114,14 +110,9 @@ def decide(approval_id: uuid.UUID | str, owner_id: uuid.UUID | str, decision: st
         raise _why_not(approval_id, decision, version)
     if job is not None:
         job.publish()
-    if row[3] is not None:
-        wake_source(row[3])
+    if row[3] is not None:  # a job waiting on this decision resumes now, not at a sweep
+        resume_if_ready(row[3])
     return job.job_id if job else None
-
-
-def wake_source(job_id: uuid.UUID | str) -> None:
-    """A job waiting on an approval resumes now rather than at the next sweep."""
-    resume_if_ready(job_id)
 
 
 def _execution(approval_id: uuid.UUID | str, project_id: uuid.UUID, action_type: str,

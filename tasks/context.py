@@ -25,19 +25,14 @@ from tasks.errors import (
     Suspend,
 )
 from tasks.events import STEP_COMPLETED, STEP_FAILED, STEP_STARTED, step_data, step_message
-from tasks.sql import pending_approval
-from tasks.status import TERMINAL, JobStatus, sql_list
+from tasks.sql import one_ended
+from tasks.status import TERMINAL, JobStatus
 from tasks.storable import to_json
 
 T = TypeVar("T")
 
-# For wait_any(): has one of the children ended, has one of the approvals been decided?
-WAIT_ANY_DONE = f"""
-SELECT EXISTS (SELECT 1 FROM agent_jobs WHERE id = ANY(%(ids)s::uuid[])
-               AND parent_job_id = %(parent)s AND status IN {sql_list(TERMINAL)}),
-       EXISTS (SELECT 1 FROM approvals o WHERE o.id = ANY(%(approvals)s::uuid[])
-               AND NOT ({pending_approval("o")}))
-"""
+# For wait_any(): the resume predicate's own test, asked before suspending.
+WAIT_ANY_DONE = f"SELECT {one_ended('%(ids)s::uuid[]', '%(approvals)s::uuid[]')}"
 
 
 @dataclass(frozen=True)
@@ -177,11 +172,8 @@ class JobContext:
             raise PermanentError("wait_any(): nothing to wait for")
         ids = [str(c) for c in child_ids]
         approvals = [str(a) for a in approval_ids or []]
-        params = {"ids": ids, "approvals": approvals, "parent": self.job_id}
-        row = pg.persisting(lambda: pg.fetch_one(WAIT_ANY_DONE, params), what="reading children")
-        assert row is not None
-        ended, decided = row
-        if ended or decided:
+        params = {"ids": ids, "approvals": approvals}
+        if pg.persisting(lambda: pg.fetch_value(WAIT_ANY_DONE, params), what="reading children"):
             return
         raise Suspend("children", wait_for=ids, wait_any=True, wait_approvals=approvals)
 

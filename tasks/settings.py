@@ -25,6 +25,8 @@ def env_str(name: str, default: str) -> str:
     return os.environ.get(name, "").strip() or default
 
 
+MAX_WORKFLOW_PARALLEL = 16  # steps of one workflow run at once, whatever is asked
+
 def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
@@ -199,6 +201,8 @@ class Settings:
     artifacts_s3_prefix: str = ""
     artifacts_s3_access_key_id: str = field(default="", repr=False)
     artifacts_s3_secret_access_key: str = field(default="", repr=False)
+    # tasks.handlers.workflow: how many steps of a run run at once unless the run says.
+    workflow_parallel: int = 4
     # tasks.coding: the directories a tenant may clone from by path or file:// (none by
     # default: a tenant must never clone the server's own files), and the caps of the
     # `run` tool (a shell in the job's workspace).
@@ -359,6 +363,8 @@ def get_settings() -> Settings:
         artifacts_s3_prefix=env_str("SWITCHYARD_ARTIFACTS_S3_PREFIX", "").strip("/"),
         artifacts_s3_access_key_id=env_str("SWITCHYARD_ARTIFACTS_S3_ACCESS_KEY_ID", ""),
         artifacts_s3_secret_access_key=env_str("SWITCHYARD_ARTIFACTS_S3_SECRET_ACCESS_KEY", ""),
+        workflow_parallel=min(MAX_WORKFLOW_PARALLEL,
+                              env_int("SWITCHYARD_WORKFLOW_PARALLEL", 4, minimum=1)),
         local_repos=tuple(Path(d).resolve() for d in
                           env_str("SWITCHYARD_LOCAL_REPOS", "").split(",") if d.strip()),
         code_run_timeout_seconds=env_float("SWITCHYARD_CODE_RUN_TIMEOUT_SECONDS", 120.0,

@@ -33,14 +33,18 @@ def ready_to_resume(alias: str) -> str:
     all of them, or with `wait_any` one child ended or one approval of `wait_approvals` left
     `pending` (decided or expired, by the database's clock)."""
     a = alias
-    ended = f"c.id = ANY({a}.wait_for) AND c.status IN {sql_list(TERMINAL)}"
     running = f"c.id = ANY({a}.wait_for) AND c.status NOT IN {sql_list(TERMINAL)}"
-    decided = f"o.id = ANY({a}.wait_approvals) AND NOT ({pending_approval('o')})"
     return (f"{a}.status = 'waiting' AND ({a}.wake_at IS NULL OR {a}.wake_at <= now()) AND "
-            f"CASE WHEN {a}.wait_any THEN "
-            f"EXISTS (SELECT 1 FROM agent_jobs c WHERE {ended}) "
-            f"OR EXISTS (SELECT 1 FROM approvals o WHERE {decided}) "
+            f"CASE WHEN {a}.wait_any THEN {one_ended(f'{a}.wait_for', f'{a}.wait_approvals')} "
             f"ELSE NOT EXISTS (SELECT 1 FROM agent_jobs c WHERE {running}) END")
+
+
+def one_ended(jobs: str, approvals: str) -> str:
+    """One job of the uuid[] `jobs` is terminal, or one approval of `approvals` is no longer
+    pending (decided, or expired by the database's clock): what ends a wait_any."""
+    return (f"(EXISTS (SELECT 1 FROM agent_jobs c WHERE c.id = ANY({jobs}) "
+            f"AND c.status IN {sql_list(TERMINAL)}) OR EXISTS (SELECT 1 FROM approvals o "
+            f"WHERE o.id = ANY({approvals}) AND NOT ({pending_approval('o')})))")
 
 
 def heartbeat_stale(alias: str = "") -> str:

@@ -18,6 +18,7 @@ from tasks import pg, registry
 from tasks.enqueue import EnqueueRequest, enqueue
 from tasks.errors import SwitchyardError
 from tasks.workflows import store
+from tasks.workflows.dag import RUNNING, StepState, step_status
 from tasks.workflows.spec import WorkflowSpec, problems
 
 bp = Blueprint("workflows", __name__)
@@ -125,18 +126,15 @@ def get_run(jid: str):
     stored = store.get(job["payload"]["workflow_id"])
     steps = {}
     for row in pg.fetch_dicts(RUN_STEPS, (jid,)):
-        status, output = row["status"], row["output"]
-        if status == "running" and row["job_status"] in ("completed", "failed", "canceled"):
-            status, output = row["job_status"], row["job_result"]
-        steps[row["name"]] = {"status": status, "job_id": _text(row["job_id"]),
-                              "output": output, "error": row["error"],
-                              "approval_id": _text(row["approval_id"])}
+        state = StepState(row["status"], _text(row["job_id"]), row["output"], row["error"],
+                          _text(row["approval_id"]))
+        if state.status == RUNNING and step_status(row["job_status"]) != RUNNING:
+            # its child ended since the driver last looked
+            state.status, state.output = step_status(row["job_status"]), row["job_result"]
+        steps[row["name"]] = state.to_json()
     if stored is not None:  # steps the driver has not reached yet are pending
         spec = WorkflowSpec.model_validate(stored.spec)
-        ordered = {s.name: steps.get(s.name, {"status": "pending", "job_id": None,
-                                              "output": None, "error": None,
-                                              "approval_id": None}) for s in spec.steps}
-        steps = ordered
+        steps = {s.name: steps.get(s.name, StepState().to_json()) for s in spec.steps}
     return jsonify({"job_id": jid, "status": job["status"], "error": job["last_error"],
                     "workflow_id": job["payload"]["workflow_id"],
                     "name": stored.name if stored else None,

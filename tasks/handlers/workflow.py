@@ -8,7 +8,6 @@ says how the run ended.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,17 +16,12 @@ from tasks import registry
 from tasks.context import JobContext
 from tasks.errors import PermanentError, SwitchyardError
 from tasks.registry import JobType, register
+from tasks.settings import MAX_WORKFLOW_PARALLEL, get_settings
 from tasks.workflows import store, templates
 from tasks.workflows.dag import Node, StepState, context
 from tasks.workflows.driver import drive
 from tasks.workflows.errors import WorkflowError
 from tasks.workflows.spec import WorkflowSpec
-
-MAX_PARALLEL = 16
-
-
-def default_parallel() -> int:
-    return max(1, min(MAX_PARALLEL, int(os.environ.get("SWITCHYARD_WORKFLOW_PARALLEL", "4"))))
 
 
 class WorkflowRunPayload(BaseModel):
@@ -35,7 +29,7 @@ class WorkflowRunPayload(BaseModel):
 
     workflow_id: str = Field(max_length=64)
     inputs: dict[str, Any] = Field(default_factory=dict)
-    max_parallel: int | None = Field(None, ge=1, le=MAX_PARALLEL)
+    max_parallel: int | None = Field(None, ge=1, le=MAX_WORKFLOW_PARALLEL)
 
 
 def handle(ctx: JobContext, p: WorkflowRunPayload) -> dict[str, Any]:
@@ -55,11 +49,10 @@ def handle(ctx: JobContext, p: WorkflowRunPayload) -> dict[str, Any]:
         return step.job_type, payload
 
     outcome = drive(ctx, nodes, resolve, key="run", inputs=p.inputs,
-                    max_parallel=p.max_parallel or default_parallel())
+                    max_parallel=p.max_parallel or get_settings().workflow_parallel)
     result = {"status": outcome.status, "workflow_id": stored["id"],
               "version": stored["version"],
-              "steps": {name: {"status": s.status, "job_id": s.job_id, "output": s.output,
-                               "error": s.error} for name, s in outcome.steps.items()}}
+              "steps": {name: s.to_json() for name, s in outcome.steps.items()}}
     if outcome.failed is not None:
         why = outcome.steps[outcome.failed].error or "it failed"
         raise PermanentError(f"step {outcome.failed!r} failed, so the run stopped: {why}")

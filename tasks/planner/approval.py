@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tasks import approvals, pg
+from tasks import approvals, control, pg
 from tasks.context import JobContext
 from tasks.planner import store
 
@@ -46,7 +46,7 @@ def edit(plan_id: str, tasks: Sequence[dict[str, Any]]) -> dict[str, Any]:
                                                 _new(plan, version, tasks), force_new=True)
         store.attach_approval(plan_id, approval_id)
     if plan["job_id"] is not None:
-        approvals.wake_source(plan["job_id"])  # it waits on the superseded approval
+        control.resume_if_ready(plan["job_id"])  # it waits on the superseded approval
     return {"version": version, "approval_id": str(approval_id)}
 
 

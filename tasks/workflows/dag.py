@@ -26,6 +26,12 @@ COMPLETED, FAILED, SKIPPED, CANCELED = "completed", "failed", "skipped", "cancel
 ENDED = frozenset({COMPLETED, FAILED, SKIPPED, CANCELED})
 # An upstream in one of these leaves nothing to run on: the dependant is skipped.
 BROKEN = frozenset({FAILED, CANCELED})
+# A step's child job's status as the step's: a job that has not ended is a running step.
+_JOB_ENDS = {"completed": COMPLETED, "failed": FAILED, "canceled": CANCELED}
+
+
+def step_status(job_status: str) -> str:
+    return _JOB_ENDS.get(job_status, RUNNING)
 
 
 @dataclass(frozen=True)

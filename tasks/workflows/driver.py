@@ -16,10 +16,8 @@ from typing import Any
 
 from tasks import approvals, control, pg
 from tasks.context import JobContext
-from tasks.status import JobStatus
 from tasks.workflows.dag import (
     CANCELED,
-    COMPLETED,
     ENDED,
     FAILED,
     PENDING,
@@ -29,10 +27,9 @@ from tasks.workflows.dag import (
     Node,
     StepState,
     decide,
+    step_status,
 )
 from tasks.workflows.errors import WorkflowError
-
-GATE = approvals.WORKFLOW_STEP
 
 # (node, the states so far) -> (job type, payload): called once, when the node opens.
 Resolve = Callable[[Node, dict[str, StepState]], tuple[str, dict[str, Any]]]
@@ -104,7 +101,7 @@ def _open(ctx: JobContext, key: str, node: Node, states: dict[str, StepState],
         return
     if node.requires_approval and approved is None:
         args = {"run_job_id": str(ctx.job_id), "step": node.name, **job}
-        action = approvals.NewApproval(GATE, title(node, job), args)
+        action = approvals.NewApproval(approvals.WORKFLOW_STEP, title(node, job), args)
         approval = ctx.step(f"{key}:gate:{node.name}", lambda: str(
             approvals.create_approval(ctx.project_id, ctx.job_id, action, force_new=True)))
         states[node.name] = StepState(WAITING_APPROVAL, approval_id=approval)
@@ -154,7 +151,7 @@ def _observe(run_id: str, states: dict[str, StepState]) -> dict[str, dict[str, A
     for row in rows:
         if row["kind"] == "job":
             name = by_job[row["id"]]
-            status = _step_status(row["status"])
+            status = step_status(row["status"])
             if status != RUNNING:
                 changed[name] = StepState(status, job_id=row["id"], output=row["result"],
                                           error=row["error"],
@@ -169,17 +166,6 @@ def _observe(run_id: str, states: dict[str, StepState]) -> dict[str, dict[str, A
             changed[name] = StepState(FAILED, error=f"the approval was {row['status']}",
                                       approval_id=row["id"]).to_json()
     return changed
-
-
-def _step_status(job_status: str) -> str:
-    status = JobStatus(job_status)
-    if status == JobStatus.COMPLETED:
-        return COMPLETED
-    if status == JobStatus.FAILED:
-        return FAILED
-    if status == JobStatus.CANCELED:
-        return CANCELED
-    return RUNNING
 
 
 UPSERT = """

@@ -92,8 +92,6 @@ class PlanTask(Base):
     job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     output: Mapped[Any | None] = mapped_column(JSONB)
     error: Mapped[str | None] = mapped_column(Text)
-    require_merge: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
-    pr_url: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = _now()
     updated_at: Mapped[datetime] = _now()
 

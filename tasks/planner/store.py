@@ -68,7 +68,7 @@ def save_version(plan_id: Id, version: int, origin: str, reason: str | None,
 
 TASKS = """
 SELECT t.task_key AS id, t.description, t.assigned_to, t.status, t.job_id, t.output, t.error,
-       t.pr_url, coalesce(array_agg(d.depends_on_key ORDER BY d.depends_on_key)
+       coalesce(array_agg(d.depends_on_key ORDER BY d.depends_on_key)
                           FILTER (WHERE d.depends_on_key IS NOT NULL), '{}') AS depends_on
 FROM plan_tasks t
 LEFT JOIN plan_task_deps d ON d.plan_id = t.plan_id AND d.version = t.version

@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from tasks import pg
-from tasks.sql import pending_approval
+from tasks.sql import lit, pending_approval
 
 Id = uuid.UUID | str
 TERMINAL_PLAN = ("completed", "failed", "rejected", "canceled")
+_ENDED = "(" + ", ".join(map(lit, TERMINAL_PLAN)) + ")"
 PLAN_COLUMNS = ("id, project_id, name, goal, repo_url, github_repo, status, version, "
                 "auto_approve, complete_on_merge, job_id, approval_id, revisions, error, "
                 "created_at, updated_at")
@@ -98,7 +99,7 @@ def set_status(plan_id: Id, status: str, *, error: str | None = None,
     row = pg.fetch_one(
         "UPDATE plans SET status = %s, error = coalesce(%s, error), "
         "revisions = coalesce(%s, revisions), updated_at = now() "
-        "WHERE id = %s AND status NOT IN ('completed', 'failed', 'rejected', 'canceled') "
+        f"WHERE id = %s AND status NOT IN {_ENDED} "
         "RETURNING id", (status, error, revisions, str(plan_id)))
     return row is not None
 

@@ -38,6 +38,23 @@ def load(plan_id: Id) -> dict[str, Any] | None:
     return pg.fetch_one_dict(f"SELECT {PLAN_COLUMNS} FROM plans WHERE id = %s", (str(plan_id),))
 
 
+# A version's tasks (in their order) and their dependencies: one statement each.
+INSERT_TASKS = """
+INSERT INTO plan_tasks (id, plan_id, version, task_key, position, description, assigned_to,
+                        status, job_id, output, error)
+SELECT t.id, %(plan)s::uuid, %(version)s, t.key, t.n - 1, t.description, t.role, t.status, t.job,
+       t.output, t.error
+FROM unnest(%(ids)s::uuid[], %(keys)s::text[], %(descriptions)s::text[], %(roles)s::text[],
+            %(statuses)s::text[], %(jobs)s::uuid[], %(outputs)s::jsonb[], %(errors)s::text[])
+     WITH ORDINALITY AS t(id, key, description, role, status, job, output, error, n)
+"""
+INSERT_DEPS = """
+INSERT INTO plan_task_deps (plan_id, version, task_key, depends_on_key)
+SELECT %(plan)s::uuid, %(version)s, e.key, e.dep
+FROM unnest(%(keys)s::text[], %(deps)s::text[]) AS e(key, dep)
+"""
+
+
 def save_version(plan_id: Id, version: int, origin: str, reason: str | None,
                  tasks: Sequence[dict[str, Any]]) -> bool:
     """Store `tasks` as version `version` and make it the plan's current one. Once: a retried
@@ -49,19 +66,20 @@ def save_version(plan_id: Id, version: int, origin: str, reason: str | None,
             "ON CONFLICT DO NOTHING RETURNING version", (str(plan_id), version, origin, reason))
         if created is None:
             return False
-        for position, t in enumerate(tasks):
-            pg.fetch("INSERT INTO plan_tasks (id, plan_id, version, task_key, position, "
-                     "description, assigned_to, status, job_id, output, error) VALUES "
-                     "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s)",
-                     (uuid.uuid4(), str(plan_id), version, t["id"], position, t["description"],
-                      t["assigned_to"], t.get("status", "pending"), t.get("job_id"),
-                      json.dumps(t["output"]) if t.get("output") is not None else None,
-                      t.get("error")))
-        for t in tasks:
-            for dep in t["depends_on"]:
-                pg.fetch("INSERT INTO plan_task_deps (plan_id, version, task_key, "
-                         "depends_on_key) VALUES (%s, %s, %s, %s)",
-                         (str(plan_id), version, t["id"], dep))
+        pg.fetch(INSERT_TASKS, {
+            "plan": str(plan_id), "version": version,
+            "ids": [uuid.uuid4() for _ in tasks], "keys": [t["id"] for t in tasks],
+            "descriptions": [t["description"] for t in tasks],
+            "roles": [t["assigned_to"] for t in tasks],
+            "statuses": [t.get("status", "pending") for t in tasks],
+            "jobs": [t.get("job_id") for t in tasks],
+            "outputs": [json.dumps(t["output"]) if t.get("output") is not None else None
+                        for t in tasks],
+            "errors": [t.get("error") for t in tasks]})
+        edges = [(t["id"], dep) for t in tasks for dep in t["depends_on"]]
+        if edges:
+            pg.fetch(INSERT_DEPS, {"plan": str(plan_id), "version": version,
+                                   "keys": [k for k, _ in edges], "deps": [d for _, d in edges]})
         pg.fetch("UPDATE plans SET version = %s, updated_at = now() WHERE id = %s",
                  (version, str(plan_id)))
     return True

@@ -11,6 +11,7 @@ from typing import Any
 
 from tasks import pg
 from tasks.sql import lit, pending_approval
+from tasks.status import TERMINAL, sql_list
 
 Id = uuid.UUID | str
 TERMINAL_PLAN = ("completed", "failed", "rejected", "canceled")
@@ -18,6 +19,11 @@ _ENDED = "(" + ", ".join(map(lit, TERMINAL_PLAN)) + ")"
 PLAN_COLUMNS = ("id, project_id, name, goal, repo_url, github_repo, status, version, "
                 "auto_approve, complete_on_merge, job_id, approval_id, revisions, error, "
                 "created_at, updated_at")
+# A plan with its job's status and error (job_status, job_error), in one read: a plan whose
+# job ended without ending the plan (canceled, out of attempts) reads as the job's end.
+PLAN_READ = ("SELECT " + ", ".join(f"p.{c.strip()}" for c in PLAN_COLUMNS.split(",")) +
+             ", j.status AS job_status, j.last_error AS job_error "
+             "FROM plans p LEFT JOIN agent_jobs j ON j.id = p.job_id")
 
 
 class PlanConflict(Exception):
@@ -35,7 +41,7 @@ def insert_plan(plan_id: Id, project_id: Id, *, name: str, goal: str, repo_url: 
 
 
 def load(plan_id: Id) -> dict[str, Any] | None:
-    return pg.fetch_one_dict(f"SELECT {PLAN_COLUMNS} FROM plans WHERE id = %s", (str(plan_id),))
+    return pg.fetch_one_dict(f"{PLAN_READ} WHERE p.id = %s", (str(plan_id),))
 
 
 # A version's tasks (in their order) and their dependencies: one statement each.
@@ -191,14 +197,15 @@ def supersede_approval(approval_id: Id) -> None:
 # --- reads for the API --------------------------------------------------------------------
 
 def listing(project_id: Id, limit: int = 100) -> list[dict[str, Any]]:
-    return pg.fetch_dicts(f"SELECT {PLAN_COLUMNS} FROM plans WHERE project_id = %s "
-                          "ORDER BY created_at DESC, id LIMIT %s", (str(project_id), limit))
+    return pg.fetch_dicts(f"{PLAN_READ} WHERE p.project_id = %s "
+                          "ORDER BY p.created_at DESC, p.id LIMIT %s", (str(project_id), limit))
 
 
-def job_outcome(job_id: Id | None) -> dict[str, Any] | None:
-    """The plan job's status and error: a plan whose job ended without saying so reads as
-    the job's end (e.g. a job canceled, or out of attempts)."""
-    if job_id is None:
-        return None
-    return pg.fetch_one_dict("SELECT status, last_error FROM agent_jobs WHERE id = %s",
-                             (str(job_id),))
+def ended_jobs(job_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Of `job_ids`, the jobs that ended: {id: {"status", "result", "last_error"}}."""
+    if not job_ids:
+        return {}
+    rows = pg.fetch_dicts("SELECT id::text AS id, status, result, last_error FROM agent_jobs "
+                          f"WHERE id = ANY(%s::uuid[]) AND status IN {sql_list(TERMINAL)}",
+                          (list(job_ids),))
+    return {r.pop("id"): r for r in rows}

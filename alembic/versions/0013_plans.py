@@ -50,7 +50,6 @@ def upgrade() -> None:
                   nullable=False),
         sa.Column("job_id", sa.Uuid(), nullable=True),
         sa.Column("approval_id", sa.Uuid(), nullable=True),
-        sa.Column("revisions", sa.Integer(), server_default=sa.text("0"), nullable=False),
         sa.Column("error", sa.Text(), nullable=True),
         _now(), _updated(),
         sa.CheckConstraint(f"status IN {PLAN_STATUSES}", name="ck_plans_status"),

@@ -83,8 +83,6 @@ def execute(ctx: JobContext, plan: dict[str, Any], version: int, tree: str | Non
         version, revisions = version + 1, revisions + 1
         ctx.step(f"store:v{version}", store.save_version, plan_id, version, "revised",
                  why, kept + revised)
-        ctx.step(f"revised:{revisions}", store.set_status, plan_id, "running",
-                 revisions=revisions)
         ctx.emit("log", f"plan revised after {why}: version {version}, "
                  f"{len(revised)} new tasks", {"version": version, "failed": failed})
         done |= {t["id"]: outcome.steps[t["id"]] for t in kept if t["id"] in outcome.steps}

@@ -17,11 +17,14 @@ Id = uuid.UUID | str
 TERMINAL_PLAN = ("completed", "failed", "rejected", "canceled")
 _ENDED = "(" + ", ".join(map(lit, TERMINAL_PLAN)) + ")"
 PLAN_COLUMNS = ("id, project_id, name, goal, repo_url, github_repo, status, version, "
-                "auto_approve, complete_on_merge, job_id, approval_id, revisions, error, "
+                "auto_approve, complete_on_merge, job_id, approval_id, error, "
                 "created_at, updated_at")
-# A plan with its job's status and error (job_status, job_error), in one read: a plan whose
-# job ended without ending the plan (canceled, out of attempts) reads as the job's end.
+# A plan with how many times it was revised (its `revised` versions) and its job's status and
+# error (job_status, job_error), in one read: a plan whose job ended without ending the plan
+# (canceled, out of attempts) reads as the job's end.
 PLAN_READ = ("SELECT " + ", ".join(f"p.{c.strip()}" for c in PLAN_COLUMNS.split(",")) +
+             ", (SELECT count(*) FROM plan_versions v WHERE v.plan_id = p.id "
+             "AND v.origin = 'revised')::int AS revisions"
              ", j.status AS job_status, j.last_error AS job_error "
              "FROM plans p LEFT JOIN agent_jobs j ON j.id = p.job_id")
 
@@ -117,14 +120,12 @@ def versions_of(plan_id: Id) -> list[dict[str, Any]]:
                           "WHERE plan_id = %s ORDER BY version", (str(plan_id),))
 
 
-def set_status(plan_id: Id, status: str, *, error: str | None = None,
-               revisions: int | None = None) -> bool:
+def set_status(plan_id: Id, status: str, *, error: str | None = None) -> bool:
     """Move a plan that has not ended to `status`; False if it had already ended."""
     row = pg.fetch_one(
-        "UPDATE plans SET status = %s, error = coalesce(%s, error), "
-        "revisions = coalesce(%s, revisions), updated_at = now() "
+        "UPDATE plans SET status = %s, error = coalesce(%s, error), updated_at = now() "
         f"WHERE id = %s AND status NOT IN {_ENDED} "
-        "RETURNING id", (status, error, revisions, str(plan_id)))
+        "RETURNING id", (status, error, str(plan_id)))
     return row is not None
 
 

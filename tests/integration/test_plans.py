@@ -227,7 +227,7 @@ def test_out_of_revisions_the_plan_fails_and_says_why(
 
 def test_another_owners_plans_are_not_found_and_bad_input_writes_nothing(
         alice: Caller, bob: Caller) -> None:
-    started = create(alice)  # no worker: the plan stays as created
+    started = create(alice)  # no worker of its own (one left by an earlier test may run it)
     url = f"/api/plans/{started['plan_id']}"
     assert bob.get(url).status_code == 404
     put = bob.client.put(url, json={"tasks": [

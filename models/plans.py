@@ -51,7 +51,6 @@ class Plan(Base):
     complete_on_merge: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     approval_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)  # the current one
-    revisions: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = _now()
     updated_at: Mapped[datetime] = _now()
@@ -92,8 +91,6 @@ class PlanTask(Base):
     job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     output: Mapped[Any | None] = mapped_column(JSONB)
     error: Mapped[str | None] = mapped_column(Text)
-    require_merge: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
-    pr_url: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = _now()
     updated_at: Mapped[datetime] = _now()
 

@@ -94,22 +94,19 @@ def _owned(plan_id: str) -> dict[str, Any]:
 def _with_job_end(row: dict[str, Any]) -> dict[str, Any]:
     """A plan whose job ended without ending the plan (canceled, out of attempts) reads as
     the job's end, with its error."""
-    if row["status"] in store.TERMINAL_PLAN:
-        return row
-    job = store.job_outcome(row["job_id"])
-    if job is not None and job["status"] in ("failed", "canceled"):
-        return {**row, "status": job["status"], "error": row["error"] or job["last_error"]}
+    if row["status"] not in store.TERMINAL_PLAN and row["job_status"] in ("failed", "canceled"):
+        return {**row, "status": row["job_status"], "error": row["error"] or row["job_error"]}
     return row
 
 
 def _plan_json(row: dict[str, Any]) -> dict[str, Any]:
     row = _with_job_end(row)
     tasks = store.tasks_of(row["id"], row["version"]) if row["version"] else []
-    ended = _job_ends([t["job_id"] for t in tasks if t["status"] == "in_progress"])
+    ended = store.ended_jobs([t["job_id"] for t in tasks if t["status"] == "in_progress"])
     for t in tasks:
         if t["status"] == "in_progress" and t["job_id"] in ended:
-            job_status, result, error = ended[t["job_id"]]
-            t.update(status=JOB_ENDS[job_status], output=result, error=error)
+            job = ended[t["job_id"]]
+            t.update(status=JOB_ENDS[job["status"]], output=job["result"], error=job["last_error"])
     out = PlanOut(**{k: row[k] for k in PlanOut.model_fields if k not in ("tasks", "versions")},
                   tasks=[{k: t[k] for k in ("id", "description", "assigned_to", "status",
                                             "depends_on", "output", "error", "job_id")}
@@ -117,11 +114,3 @@ def _plan_json(row: dict[str, Any]) -> dict[str, Any]:
                   versions=store.versions_of(row["id"]))
     return out.dump()
 
-
-def _job_ends(job_ids: list[str]) -> dict[str, tuple[str, Any, str | None]]:
-    if not job_ids:
-        return {}
-    rows = pg.fetch_dicts("SELECT id::text AS id, status, result, last_error FROM agent_jobs "
-                          "WHERE id = ANY(%s::uuid[]) AND status IN "
-                          "('completed', 'failed', 'canceled')", (job_ids,))
-    return {r["id"]: (r["status"], r["result"], r["last_error"]) for r in rows}

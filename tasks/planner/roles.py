@@ -54,13 +54,14 @@ def dispatch(role: str, prompt: str, description: str, facts: Facts,
              roles: dict[str, str] | None = None) -> Dispatch:
     """The job for a task of `role` whose prompt is `prompt` (tasks.planner.prompter)."""
     job_type = job_type_for(role, roles)
-    build = BUILDERS.get(job_type, _generic)
-    built = build(prompt, description, facts)
+    if job_type == FALLBACK:
+        return Dispatch(FALLBACK, _agent(prompt, role))
+    built = BUILDERS.get(job_type, _generic)(prompt, description, facts)
     if isinstance(built, str):
         return Dispatch(FALLBACK, _agent(prompt, role), f"{job_type} cannot take it: {built}")
     if job_type == "code.run_task" and facts.complete_on_merge and "github_repo" in built:
         return Dispatch(UNTIL_MERGED, built)
-    return Dispatch(job_type, built if job_type != FALLBACK else _agent(prompt, role))
+    return Dispatch(job_type, built)
 
 
 # A builder returns the payload, or (a str) why the job type cannot take this task.
@@ -101,7 +102,6 @@ BUILDERS: dict[str, Builder] = {
     "code.run_task": _code,
     "research.generate_report": _research,
     "browser.check_page": _check,
-    FALLBACK: lambda prompt, description, facts: {},  # built by dispatch (it knows the role)
 }
 
 

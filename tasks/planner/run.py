@@ -66,8 +66,8 @@ def execute(ctx: JobContext, plan: dict[str, Any], version: int, tree: str | Non
         outcome = drive(ctx, nodes, resolver(plan, tasks, tree), key=f"v{version}",
                         done=dict(done) or None, max_parallel=MAX_PARALLEL,
                         on_change=partial(_mirror, plan_id, version, deps))
+        # Already in plan_tasks: the driver's last round mirrored these very states.
         final = task_states(outcome.steps, deps)
-        ctx.step(f"settle:v{version}", store.mirror, plan_id, version, final)
         if outcome.status == "completed":
             ctx.step("completed", store.set_status, plan_id, "completed")
             return {"status": "completed", "version": version, "revisions": revisions,
@@ -83,8 +83,6 @@ def execute(ctx: JobContext, plan: dict[str, Any], version: int, tree: str | Non
         version, revisions = version + 1, revisions + 1
         ctx.step(f"store:v{version}", store.save_version, plan_id, version, "revised",
                  why, kept + revised)
-        ctx.step(f"revised:{revisions}", store.set_status, plan_id, "running",
-                 revisions=revisions)
         ctx.emit("log", f"plan revised after {why}: version {version}, "
                  f"{len(revised)} new tasks", {"version": version, "failed": failed})
         done |= {t["id"]: outcome.steps[t["id"]] for t in kept if t["id"] in outcome.steps}

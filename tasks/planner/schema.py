@@ -58,11 +58,6 @@ class Task:
         return {"id": self.id, "description": self.description,
                 "assigned_to": self.assigned_to, "depends_on": list(self.depends_on)}
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Task:
-        return cls(data["id"], data["description"], data["assigned_to"],
-                   tuple(data.get("depends_on", ())))
-
 
 def parse_answer(text: str, *, kept: Collection[str] = ()) -> tuple[list[Task], list[str]]:
     """The tasks in a model's reply, or [] and every problem. `kept`: ids of tasks already

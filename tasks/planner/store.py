@@ -10,13 +10,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from tasks import pg
-from tasks.sql import pending_approval
+from tasks.sql import lit, pending_approval
+from tasks.status import TERMINAL, sql_list
 
 Id = uuid.UUID | str
 TERMINAL_PLAN = ("completed", "failed", "rejected", "canceled")
+_ENDED = "(" + ", ".join(map(lit, TERMINAL_PLAN)) + ")"
 PLAN_COLUMNS = ("id, project_id, name, goal, repo_url, github_repo, status, version, "
-                "auto_approve, complete_on_merge, job_id, approval_id, revisions, error, "
+                "auto_approve, complete_on_merge, job_id, approval_id, error, "
                 "created_at, updated_at")
+# A plan with how many times it was revised (its `revised` versions) and its job's status and
+# error (job_status, job_error), in one read: a plan whose job ended without ending the plan
+# (canceled, out of attempts) reads as the job's end.
+PLAN_READ = ("SELECT " + ", ".join(f"p.{c.strip()}" for c in PLAN_COLUMNS.split(",")) +
+             ", (SELECT count(*) FROM plan_versions v WHERE v.plan_id = p.id "
+             "AND v.origin = 'revised')::int AS revisions"
+             ", j.status AS job_status, j.last_error AS job_error "
+             "FROM plans p LEFT JOIN agent_jobs j ON j.id = p.job_id")
 
 
 class PlanConflict(Exception):
@@ -34,7 +44,24 @@ def insert_plan(plan_id: Id, project_id: Id, *, name: str, goal: str, repo_url: 
 
 
 def load(plan_id: Id) -> dict[str, Any] | None:
-    return pg.fetch_one_dict(f"SELECT {PLAN_COLUMNS} FROM plans WHERE id = %s", (str(plan_id),))
+    return pg.fetch_one_dict(f"{PLAN_READ} WHERE p.id = %s", (str(plan_id),))
+
+
+# A version's tasks (in their order) and their dependencies: one statement each.
+INSERT_TASKS = """
+INSERT INTO plan_tasks (id, plan_id, version, task_key, position, description, assigned_to,
+                        status, job_id, output, error)
+SELECT t.id, %(plan)s::uuid, %(version)s, t.key, t.n - 1, t.description, t.role, t.status, t.job,
+       t.output, t.error
+FROM unnest(%(ids)s::uuid[], %(keys)s::text[], %(descriptions)s::text[], %(roles)s::text[],
+            %(statuses)s::text[], %(jobs)s::uuid[], %(outputs)s::jsonb[], %(errors)s::text[])
+     WITH ORDINALITY AS t(id, key, description, role, status, job, output, error, n)
+"""
+INSERT_DEPS = """
+INSERT INTO plan_task_deps (plan_id, version, task_key, depends_on_key)
+SELECT %(plan)s::uuid, %(version)s, e.key, e.dep
+FROM unnest(%(keys)s::text[], %(deps)s::text[]) AS e(key, dep)
+"""
 
 
 def save_version(plan_id: Id, version: int, origin: str, reason: str | None,
@@ -48,19 +75,20 @@ def save_version(plan_id: Id, version: int, origin: str, reason: str | None,
             "ON CONFLICT DO NOTHING RETURNING version", (str(plan_id), version, origin, reason))
         if created is None:
             return False
-        for position, t in enumerate(tasks):
-            pg.fetch("INSERT INTO plan_tasks (id, plan_id, version, task_key, position, "
-                     "description, assigned_to, status, job_id, output, error) VALUES "
-                     "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s)",
-                     (uuid.uuid4(), str(plan_id), version, t["id"], position, t["description"],
-                      t["assigned_to"], t.get("status", "pending"), t.get("job_id"),
-                      json.dumps(t["output"]) if t.get("output") is not None else None,
-                      t.get("error")))
-        for t in tasks:
-            for dep in t["depends_on"]:
-                pg.fetch("INSERT INTO plan_task_deps (plan_id, version, task_key, "
-                         "depends_on_key) VALUES (%s, %s, %s, %s)",
-                         (str(plan_id), version, t["id"], dep))
+        pg.fetch(INSERT_TASKS, {
+            "plan": str(plan_id), "version": version,
+            "ids": [uuid.uuid4() for _ in tasks], "keys": [t["id"] for t in tasks],
+            "descriptions": [t["description"] for t in tasks],
+            "roles": [t["assigned_to"] for t in tasks],
+            "statuses": [t.get("status", "pending") for t in tasks],
+            "jobs": [t.get("job_id") for t in tasks],
+            "outputs": [json.dumps(t["output"]) if t.get("output") is not None else None
+                        for t in tasks],
+            "errors": [t.get("error") for t in tasks]})
+        edges = [(t["id"], dep) for t in tasks for dep in t["depends_on"]]
+        if edges:
+            pg.fetch(INSERT_DEPS, {"plan": str(plan_id), "version": version,
+                                   "keys": [k for k, _ in edges], "deps": [d for _, d in edges]})
         pg.fetch("UPDATE plans SET version = %s, updated_at = now() WHERE id = %s",
                  (version, str(plan_id)))
     return True
@@ -68,7 +96,7 @@ def save_version(plan_id: Id, version: int, origin: str, reason: str | None,
 
 TASKS = """
 SELECT t.task_key AS id, t.description, t.assigned_to, t.status, t.job_id, t.output, t.error,
-       t.pr_url, coalesce(array_agg(d.depends_on_key ORDER BY d.depends_on_key)
+       coalesce(array_agg(d.depends_on_key ORDER BY d.depends_on_key)
                           FILTER (WHERE d.depends_on_key IS NOT NULL), '{}') AS depends_on
 FROM plan_tasks t
 LEFT JOIN plan_task_deps d ON d.plan_id = t.plan_id AND d.version = t.version
@@ -92,14 +120,12 @@ def versions_of(plan_id: Id) -> list[dict[str, Any]]:
                           "WHERE plan_id = %s ORDER BY version", (str(plan_id),))
 
 
-def set_status(plan_id: Id, status: str, *, error: str | None = None,
-               revisions: int | None = None) -> bool:
+def set_status(plan_id: Id, status: str, *, error: str | None = None) -> bool:
     """Move a plan that has not ended to `status`; False if it had already ended."""
     row = pg.fetch_one(
-        "UPDATE plans SET status = %s, error = coalesce(%s, error), "
-        "revisions = coalesce(%s, revisions), updated_at = now() "
-        "WHERE id = %s AND status NOT IN ('completed', 'failed', 'rejected', 'canceled') "
-        "RETURNING id", (status, error, revisions, str(plan_id)))
+        "UPDATE plans SET status = %s, error = coalesce(%s, error), updated_at = now() "
+        f"WHERE id = %s AND status NOT IN {_ENDED} "
+        "RETURNING id", (status, error, str(plan_id)))
     return row is not None
 
 
@@ -172,14 +198,15 @@ def supersede_approval(approval_id: Id) -> None:
 # --- reads for the API --------------------------------------------------------------------
 
 def listing(project_id: Id, limit: int = 100) -> list[dict[str, Any]]:
-    return pg.fetch_dicts(f"SELECT {PLAN_COLUMNS} FROM plans WHERE project_id = %s "
-                          "ORDER BY created_at DESC, id LIMIT %s", (str(project_id), limit))
+    return pg.fetch_dicts(f"{PLAN_READ} WHERE p.project_id = %s "
+                          "ORDER BY p.created_at DESC, p.id LIMIT %s", (str(project_id), limit))
 
 
-def job_outcome(job_id: Id | None) -> dict[str, Any] | None:
-    """The plan job's status and error: a plan whose job ended without saying so reads as
-    the job's end (e.g. a job canceled, or out of attempts)."""
-    if job_id is None:
-        return None
-    return pg.fetch_one_dict("SELECT status, last_error FROM agent_jobs WHERE id = %s",
-                             (str(job_id),))
+def ended_jobs(job_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Of `job_ids`, the jobs that ended: {id: {"status", "result", "last_error"}}."""
+    if not job_ids:
+        return {}
+    rows = pg.fetch_dicts("SELECT id::text AS id, status, result, last_error FROM agent_jobs "
+                          f"WHERE id = ANY(%s::uuid[]) AND status IN {sql_list(TERMINAL)}",
+                          (list(job_ids),))
+    return {r.pop("id"): r for r in rows}

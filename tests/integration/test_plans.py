@@ -227,7 +227,7 @@ def test_out_of_revisions_the_plan_fails_and_says_why(
 
 def test_another_owners_plans_are_not_found_and_bad_input_writes_nothing(
         alice: Caller, bob: Caller) -> None:
-    started = create(alice)  # no worker: the plan stays as created
+    started = create(alice)  # no worker of its own (one left by an earlier test may run it)
     url = f"/api/plans/{started['plan_id']}"
     assert bob.get(url).status_code == 404
     put = bob.client.put(url, json={"tasks": [
@@ -255,7 +255,12 @@ def test_another_owners_plans_are_not_found_and_bad_input_writes_nothing(
     r = alice.client.put(f"/api/plans/{early}", json={"tasks": [
         {"id": "x", "description": "early", "assigned_to": "writer"}]}, headers=alice.headers())
     assert r.status_code == 409, r.get_json()
-
+    # a plan whose job ended without ending the plan reads as the job's end, listed too
+    # (a worker of an earlier test may have claimed the job: its cancel may take a moment)
+    assert alice.post(f"/api/jobs/{started['job_id']}/cancel", {}).status_code == 200
+    until_status(alice, started["plan_id"], "canceled", timeout=30)
+    listed = alice.get(f"/api/projects/{alice.project}/plans").get_json()["items"]
+    assert {p["id"]: p["status"] for p in listed}[started["plan_id"]] == "canceled"
 
 def test_the_repositorys_file_tree_reaches_the_planner_and_the_tasks_prompts(
         alice: Caller, worker: object, model: FakeAnthropic, env: pytest.MonkeyPatch,

@@ -66,7 +66,7 @@ class Host:
             raise sandbox.Suspended(STOP) from None
 
     def _call(self, tool: str, args: Any) -> Any:
-        if tool not in tools.TOOLS:
+        if tool not in sandbox.TOOLS:
             raise ToolError(f"unknown tool {tool!r}")
         call = Call(self.calls, tool, self.secrets.scrub(args))
         self.calls += 1

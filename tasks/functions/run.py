@@ -18,14 +18,12 @@ from tasks.functions.host import FAIL, PERFORM, STOP, WAIT, Host, Running
 MAX_PASSES = sandbox.Limits().max_calls + 2
 
 
-def run_function(ctx: JobContext, running: Running, code: str, input: Any,
-                 limits: sandbox.Limits | None = None) -> Any:
+def run_function(ctx: JobContext, running: Running, code: str, input: Any) -> Any:
     """The function's output (scrubbed of secrets), or PermanentError with its error."""
-    limits = limits or sandbox.Limits()
     host = Host(ctx, running)
     for _ in range(MAX_PASSES):
         host.new_pass()
-        outcome = sandbox.run(code, input, host.on_call, limits)
+        outcome = sandbox.run(code, input, host.on_call)
         if isinstance(outcome, sandbox.Returned):
             return host.secrets.scrub(outcome.output)
         if isinstance(outcome, sandbox.Failed):

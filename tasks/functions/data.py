@@ -43,6 +43,9 @@ DEFAULT_COLLECTION = "default"
 class Statement:
     sql: str
     params: list[Any] = field(default_factory=list)
+    # Measured against MAX_ANSWER_BYTES before any row is sent (_capped); an insert's
+    # answer is bounded by its own arguments.
+    capped: bool = True
 
 
 def run(project_id: uuid.UUID | str, request: Any, *, seed: str) -> dict[str, Any]:
@@ -50,7 +53,7 @@ def run(project_id: uuid.UUID | str, request: Any, *, seed: str) -> dict[str, An
     the call), so an insert repeated after a crash finds its rows instead of adding twins."""
     try:
         statement = build(str(project_id), request, seed)
-        capped = not statement.sql.startswith("WITH")  # an insert: bounded by its arguments
+        capped = statement.capped
         rows = pg.fetch_dicts(*(_capped(statement) if capped else (statement.sql,
                                                                    statement.params)))
     except QueryProblem as problem:
@@ -182,7 +185,7 @@ def _insert(project_id: str, values: Any, seed: str, returning: str) -> Statemen
         f"SELECT {returning} FROM (SELECT * FROM ins UNION ALL SELECT * FROM function_data "
         "WHERE project_id = %s AND id = ANY(%s) AND id NOT IN (SELECT id FROM ins)) t "
         "ORDER BY array_position(%s, t.id)",
-        [*params, project_id, ids, ids])
+        [*params, project_id, ids, ids], capped=False)
 
 
 def _row(row: Any, n: int) -> tuple[str, str]:

@@ -10,23 +10,20 @@ the next pass; a nested function as a child job the run waits for.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks import pg
-from tasks.context import JobContext
+from tasks.context import ChildOutcome, JobContext
 from tasks.enqueue import EnqueueRequest, enqueue
-from tasks.errors import PermanentError
 from tasks.functions import sandbox, store, tools
 from tasks.functions.record import Call, Secrets, mismatch
 from tasks.functions.tools import ToolError
-from tasks.status import TERMINAL, JobStatus
+from tasks.status import JobStatus
 
 MAX_DEPTH = 5  # nested tasks.run levels below the function a client started
 MAX_CHILDREN = 20  # tasks.run calls per run
 # Why a pass stopped (the sandbox's Paused reason): the host keeps the particulars.
-PERFORM, WAIT, STOP, FAIL = "perform", "wait", "stop", "fail"
+PERFORM, STOP, FAIL = "perform", "stop", "fail"
 
 
 @dataclass(frozen=True)
@@ -45,14 +42,13 @@ class Host:
     live: dict[int, Any] = field(default_factory=dict)  # answers not scrubbed, this run
     outcomes: dict[int, dict[str, Any]] = field(default_factory=dict)  # tasks.run results
     pending: tuple[Call, Any] | None = None  # a real-time call (and its arguments) to perform
-    waiting_for: str | None = None  # the child job to wait for
     stopped: BaseException | None = None  # the engine's exception, to raise outside
     failure: str | None = None  # why the run must fail, uncatchable by the function
     calls: int = 0  # calls made in this pass
 
     def new_pass(self) -> None:
         self.calls = 0
-        self.pending = self.waiting_for = self.stopped = self.failure = None
+        self.pending = self.stopped = self.failure = None
 
     def on_call(self, tool: str, args: Any) -> Any:
         """The sandbox's OnCall: ToolError reaches the function as a JS Error; anything
@@ -66,7 +62,7 @@ class Host:
             raise sandbox.Suspended(STOP) from None
 
     def _call(self, tool: str, args: Any) -> Any:
-        if tool not in tools.TOOLS:
+        if tool not in sandbox.TOOLS:
             raise ToolError(f"unknown tool {tool!r}")
         call = Call(self.calls, tool, self.secrets.scrub(args))
         self.calls += 1
@@ -168,31 +164,22 @@ class Host:
         return outcome.get("output")
 
     def _child_step(self, call: Call, child: str) -> dict[str, Any]:
-        """The child's outcome, recorded once it is terminal; until then the pass waits."""
+        """The child's outcome, recorded once it has ended. Until then ctx.wait suspends the
+        job (an engine exception: it stops the pass, and run_function raises it)."""
         name = f"child:{call.index}"
         recorded = self.ctx.peek()
         if recorded is not None and recorded.status == "completed" and recorded.name == name:
             return self.ctx.step(name, dict)  # replayed: the recorded outcome
-        finished = self._child_outcome(call, child)
-        if finished is None:
-            self.waiting_for = child
-            raise sandbox.Suspended(WAIT)
-        return self.ctx.step(name, lambda: finished)
+        [ended] = self.ctx.wait([child])
+        outcome = self._child_outcome(call, ended)
+        return self.ctx.step(name, lambda: outcome)
 
-    def _child_outcome(self, call: Call, child: str) -> dict[str, Any] | None:
-        row = pg.fetch_one_dict("SELECT status, result, last_error FROM agent_jobs "
-                                "WHERE id = %s AND parent_job_id = %s",
-                                (uuid.UUID(child), self.ctx.job_id))
-        if row is None:
-            raise PermanentError(f"the nested function of call {call.index + 1} is gone")
-        status = JobStatus(row["status"])
-        if status not in TERMINAL:
-            return None
-        if status == JobStatus.COMPLETED:
-            result = row["result"] if isinstance(row["result"], dict) else {}
+    def _child_outcome(self, call: Call, ended: ChildOutcome) -> dict[str, Any]:
+        if ended.status == JobStatus.COMPLETED:
+            result = ended.result if isinstance(ended.result, dict) else {}
             return {"output": self.secrets.scrub(result.get("output"))}
-        why = row["last_error"] or status.value
-        return {"error": self.secrets.text(f"{call.describe()} {status.value}: {why}")}
+        why = ended.error or ended.status
+        return {"error": self.secrets.text(f"{call.describe()} {ended.status}: {why}")}
 
     def _fail(self, why: str) -> None:
         self.failure = self.secrets.text(why)

@@ -23,10 +23,22 @@ class Secrets:
     """The secret values this run has read; every text leaving the run is scrubbed of them."""
 
     values: set[str] = field(default_factory=set)
+    # What text() replaces, longest first; computed when a secret is added, not per string.
+    _forms: list[str] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._refresh()
 
     def add(self, value: str | None) -> None:
-        if value:
+        if value and value not in self.values:
             self.values.add(value)
+            self._refresh()
+
+    def _refresh(self) -> None:
+        # Longest first: a secret that contains another is replaced whole. Its URL-encoded
+        # forms too: a query carrying it comes back in an error that way (web search).
+        forms = {f for s in self.values for f in (s, quote(s, safe=""), quote_plus(s))}
+        self._forms = sorted(forms, key=len, reverse=True)
 
     def scrub(self, value: Any) -> Any:
         """`value` (any JSON) with every secret value in its strings and keys replaced."""
@@ -41,11 +53,8 @@ class Secrets:
         return value
 
     def text(self, text: str) -> str:
-        # Longest first: a secret that contains another is replaced whole. Its URL-encoded
-        # forms too: a query carrying it comes back in an error that way (web search).
-        forms = {form for s in self.values for form in (s, quote(s, safe=""), quote_plus(s))}
-        for secret in sorted(forms, key=len, reverse=True):
-            text = text.replace(secret, SCRUBBED)
+        for form in self._forms:
+            text = text.replace(form, SCRUBBED)
         return text
 
 

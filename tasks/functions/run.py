@@ -1,8 +1,9 @@
 """One function.run: the sandbox's passes over the code until it returns, fails or must wait.
 
 Each stop of a pass (tasks.functions.host) is handled here, outside the sandbox: a real-time
-call is performed as its step, a child is waited for (the job suspends), the engine's own
-exception is raised, a broken rule fails the job. Then the code runs again from the top.
+call is performed as its step, the engine's own exception is raised (among them ctx.wait's
+suspension while a nested function runs), a broken rule fails the job. Then the code runs
+again from the top.
 """
 
 from __future__ import annotations
@@ -12,35 +13,30 @@ from typing import Any
 from tasks.context import JobContext
 from tasks.errors import PermanentError
 from tasks.functions import sandbox
-from tasks.functions.host import FAIL, PERFORM, STOP, WAIT, Host, Running
+from tasks.functions.host import FAIL, PERFORM, STOP, Host, Running
 
 # Every pass but the last answers at least one more call; the sandbox caps calls a pass.
 MAX_PASSES = sandbox.Limits().max_calls + 2
 
 
-def run_function(ctx: JobContext, running: Running, code: str, input: Any,
-                 limits: sandbox.Limits | None = None) -> Any:
+def run_function(ctx: JobContext, running: Running, code: str, input: Any) -> Any:
     """The function's output (scrubbed of secrets), or PermanentError with its error."""
-    limits = limits or sandbox.Limits()
     host = Host(ctx, running)
     for _ in range(MAX_PASSES):
         host.new_pass()
-        outcome = sandbox.run(code, input, host.on_call, limits)
+        outcome = sandbox.run(code, input, host.on_call)
         if isinstance(outcome, sandbox.Returned):
             return host.secrets.scrub(outcome.output)
         if isinstance(outcome, sandbox.Failed):
             raise PermanentError(host.secrets.text(failure_message(running, outcome)))
-        _resume(ctx, host, outcome.reason)
+        _resume(host, outcome.reason)
     raise PermanentError(f"function {running.name!r} needed more than {MAX_PASSES} passes")
 
 
-def _resume(ctx: JobContext, host: Host, reason: Any) -> None:
+def _resume(host: Host, reason: Any) -> None:
     """Do what stopped the pass asked for, so the next pass can go further."""
     if reason == PERFORM:
         host.perform_pending()
-    elif reason == WAIT:
-        assert host.waiting_for is not None
-        ctx.wait([host.waiting_for])  # suspends the job until the child is done
     elif reason == STOP:
         assert host.stopped is not None
         raise host.stopped

@@ -25,6 +25,8 @@ from tasks.functions.sandbox_pool import Child, SandboxUnavailable, get_pool
 __all__ = ["Failed", "Limits", "OnCall", "Paused", "Returned", "SandboxUnavailable",
            "Suspended", "SyntaxProblem", "check_syntax", "run"]
 
+# The tools prelude.js installs: the one list of their names (tasks.functions.tools sorts
+# them by how they are performed).
 TOOLS = frozenset({"llm", "websearch", "keystore.get", "log", "tasks.run", "memory.get",
                    "memory.set", "db", "now", "random"})
 LINE_SLACK = 64 << 10  # a protocol line is its JSON payload plus this much envelope

@@ -26,6 +26,7 @@ the child process gets a fresh, empty pool and never touches its parent's childr
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -133,10 +134,14 @@ def empty_dir() -> str:
     return _empty_dir
 
 
+# Read once per process, at the first start: every run starts a child, and the files are
+# part of the code this process runs, like its own modules.
+@functools.cache
 def child_source() -> str:
     return (HERE / "sandbox_child.py").read_text()
 
 
+@functools.cache
 def prelude_source() -> str:
     return (HERE / "prelude.js").read_text()
 

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tasks.errors import PermanentError
+from tasks.storable import to_json
+
 # Column types: how a value given for the column is checked and passed to PostgreSQL.
 UUID, TEXT, INT, TIME, JSON = "uuid", "text", "int", "timestamptz", "jsonb"
 
@@ -133,12 +136,11 @@ DOC_MAX = 256 * 1024  # bytes of JSON per document
 
 
 def storable_json(value: Any, where: str) -> str:
+    # tasks.storable's check (NUL, lone surrogates, NaN), answered as the author's problem.
     try:
-        encoded = json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        raise QueryProblem(f"{where}: not JSON PostgreSQL can store") from None
-    if "\\u0000" in encoded:
-        raise QueryProblem(f"{where}: JSON text cannot hold the NUL character")
+        encoded = to_json(value, where)
+    except PermanentError as exc:
+        raise QueryProblem(str(exc)) from None
     if len(encoded) > DOC_MAX:
         raise QueryProblem(f"{where}: {len(encoded)} bytes of JSON, over the cap of {DOC_MAX}")
     return encoded

@@ -22,10 +22,11 @@ from tasks.llm.types import LLMRequest
 from tasks.memory import CATEGORIES, load_memory, write_memory
 from tasks.research import websearch
 
-INSTANT = ("db", "memory.get", "memory.set", "keystore.get", "log", "now", "random")
-REAL_TIME = ("llm", "websearch")  # each run as its own step, outside the sandbox
+# The tool names are tasks.functions.sandbox.TOOLS (what the prelude installs). Of them, these
+# are performed after the pass stops, each as its own step; NESTED is a child job; the rest
+# are answered at once, inside their step.
+REAL_TIME = ("llm", "websearch")
 NESTED = "tasks.run"
-TOOLS = (*INSTANT, *REAL_TIME, NESTED)
 PROMPT_MAX = 100_000  # characters
 MAX_TOKENS = 4096
 LOG_MAX = 4000  # characters of a log message kept

@@ -218,13 +218,25 @@ def test_the_script_may_declare_its_own_tools_and_supabase() -> None:
     assert run("const tools = 1; let supabase = 2; return tools + supabase") == Returned(3)
 
 
-def test_suspended_pauses_the_run_and_discards_its_process() -> None:
+def test_suspended_pauses_the_run_and_discards_its_process(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     host = Host()
     pool = get_pool()
+    taken: list[Child] = []
+    take = pool.take
+
+    def recording_take() -> Child:
+        taken.append(take())
+        return taken[-1]
+
+    monkeypatch.setattr(pool, "take", recording_take)
     outcome = run("const r = await tools.tasks.run('child_fn', {a: 1});\nreturn r;", host=host)
     assert outcome == Paused({"waiting_for": "child_fn"})
     assert host.calls == [("tasks.run", {"name": "child_fn", "input": {"a": 1}})]
-    assert pool.ready_count() <= pool.size
+    # The paused run's process is gone (killed and reaped), not handed back to the pool.
+    assert len(taken) == 1 and taken[0].proc.returncode is not None
+    assert taken[0] not in pool._ready
+    monkeypatch.undo()
     assert_healthy()
 
 
@@ -290,8 +302,9 @@ def test_check_syntax_gives_line_and_column_in_the_users_code() -> None:
 
 
 def test_check_syntax_runs_nothing() -> None:
-    # Were the code run, the check would end by its time limit and report a problem.
-    assert sandbox.check_syntax("await tools.log('ran');\nwhile (true) {}") is None
+    # Were the code run, the check would end by its time limit and report a problem (the
+    # loop comes first: a tool call first would throw, the check runs none, and stop it).
+    assert sandbox.check_syntax("while (true) {}\nawait tools.log('ran');") is None
 
 
 def test_check_syntax_bounds_code_that_breaks_out_of_the_wrapper() -> None:

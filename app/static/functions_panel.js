@@ -2,6 +2,7 @@
    version's code (read-only), a form that runs it with a JSON input, and its recent runs,
    whose statuses follow the project's live stream. */
 import { api, h, $, fill, time, badge, jobLink, empty, busy, flash, fail, debounce, short } from "./ui.js";
+import { versionButtons, pressVersion } from "./version_picker.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const box = $("#functions");
@@ -14,10 +15,7 @@ export async function loadFunctions() {
   fill(box, data.items.length ? h("ul", { class: "rows" }, data.items.map((f) =>
     h("li", { class: "row function", dataset: { name: f.name } },
       h("span", { class: "title mono" }, f.name),
-      h("span", { class: "versions", role: "group", "aria-label": `Versions of ${f.name}` }, f.versions.map((v) =>
-        h("button", { type: "button", class: "ghost version", dataset: { version: v },
-          "aria-pressed": String(chosen?.name === f.name && chosen?.version === v),
-          onclick: (ev) => busy(ev.currentTarget, () => choose(f.name, v)) }, `v${v}`))),
+      versionButtons(f.name, f.versions, chosen, (v) => choose(f.name, v)),
       f.description ? h("span", { class: "muted small clamp" }, f.description) : null)))
     : empty("No functions yet. Save one with POST /api/projects/<id>/functions, or let an agent write one."));
 }
@@ -25,9 +23,7 @@ export async function loadFunctions() {
 async function choose(name, version) {
   const fn = await api("GET", `${fnUrl(name)}?version=${version}`);
   chosen = { name, version };
-  for (const b of box.querySelectorAll("button.version")) {
-    b.setAttribute("aria-pressed", String(b.closest(".function").dataset.name === name && Number(b.dataset.version) === version));
-  }
+  pressVersion(box, name, version);
   detail.hidden = false;
   fill(detail,
     h("h3", {}, h("span", { class: "mono" }, fn.name), " ", h("span", { class: "muted" }, `v${fn.version}`)),

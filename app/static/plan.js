@@ -1,19 +1,17 @@
 /* A plan's page: its task DAG with live statuses, its versions, and while it awaits approval the
    editor and the decision. The plan's job (it generates the plan, waits for the approval and
    drives the tasks) streams an event at each move: each one is a cue to read the plan again. */
-import { api, h, $, fill, time, badge, jobLink, pretty, empty, busy, flash, fail, stream, debounce, short } from "./ui.js";
+import { api, h, $, fill, time, badge, jobLink, empty, busy, flash } from "./ui.js";
 import { drawDag } from "./dag.js";
+import { follow, nameProject, stepCells } from "./followed_page.js";
 import { pendingApprovals, decisionButtons } from "./gate.js";
 import { showEditor, saveEdits, isDirty } from "./plan_editor.js";
 
 const planId = $("#plan").dataset.planId;
 const enc = encodeURIComponent(planId);
 const ENDED = new Set(["completed", "failed", "rejected", "canceled"]);
-const POLL_MS = 5000;
 let plan = null;
 let drawnAs = "";
-let source = null;
-let projectNamed = false;
 
 function renderHead() {
   $("#pl-name").textContent = plan.name;
@@ -30,13 +28,6 @@ function renderHead() {
   const err = $("#pl-error");
   err.hidden = !plan.error;
   err.textContent = plan.error || "";
-  if (!projectNamed) {
-    projectNamed = true;
-    const link = $("#project-link");
-    link.href = `/projects/${plan.project_id}`;
-    link.textContent = short(plan.project_id);
-    api("GET", `/api/projects/${encodeURIComponent(plan.project_id)}`).then((p) => { link.textContent = p.name; }).catch(() => {});
-  }
 }
 
 function renderTasks() {
@@ -51,10 +42,7 @@ function renderTasks() {
   fill($("#plan-tasks"), plan.tasks.map((t) => h("tr", { dataset: { task: t.id, status: t.status } },
     h("th", { scope: "row" }, h("span", { class: "mono" }, t.id), " ", h("span", { class: "type muted" }, t.assigned_to),
       h("span", { class: "task-desc" }, t.description)),
-    h("td", {}, badge(t.status)),
-    h("td", {}, t.job_id ? jobLink(t.job_id) : h("span", { class: "muted" }, "—")),
-    h("td", {}, t.error ? h("p", { class: "error" }, t.error) : null,
-      t.output !== null && t.output !== undefined ? h("details", {}, h("summary", {}, "Output"), pretty(t.output)) : null))));
+    stepCells(t))));
   fill($("#plan-versions"), [...plan.versions].reverse().map((v) => h("li", { class: "row", dataset: { version: v.version } },
     h("strong", {}, `v${v.version}`), h("span", { class: "badge" }, v.origin),
     v.reason ? h("span", { class: "muted" }, v.reason) : null, time(v.created_at))));
@@ -80,20 +68,14 @@ async function renderReview() {
   markDirty(isDirty());
 }
 
-async function load() {
+async function read() {
+  const first = plan === null;
   plan = await api("GET", `/api/plans/${enc}`);
+  if (first) nameProject(plan.project_id);
   renderHead();
   renderTasks();
   await renderReview();
-  if (ENDED.has(plan.status)) finished();
-}
-const reload = debounce(() => load().catch(fail), 200);
-
-function finished() {
-  if (source) { source.close(); source = null; }
-  const live = $("#live");
-  live.dataset.state = "closed";
-  live.textContent = "finished";
+  return { ended: ENDED.has(plan.status), jobId: plan.job_id };
 }
 
 $("#plan-edit").addEventListener("submit", (ev) => {
@@ -106,16 +88,4 @@ $("#plan-edit").addEventListener("submit", (ev) => {
   });
 });
 
-load().then(() => {
-  if (ENDED.has(plan.status)) return;
-  if (plan.job_id) source = stream(`/api/jobs/${encodeURIComponent(plan.job_id)}/events?tail=1`, () => reload(), $("#live"));
-  const poll = setInterval(() => {
-    if (ENDED.has(plan.status)) clearInterval(poll);
-    else if (!document.hidden) reload();
-  }, POLL_MS);
-}).catch((e) => {
-  fill($("#plan-body"), h("div", { class: "card" },
-    h("p", { class: "error", role: "alert" }, e.status === 404 ? "This plan does not exist, or it is not yours." : e.message),
-    h("p", {}, h("a", { href: "/" }, "Back to your projects"))));
-  $("#live").hidden = true;
-});
+const load = follow(read, $("#plan-body"), "This plan does not exist, or it is not yours.");

@@ -2,18 +2,18 @@
    and a table of the steps. The run job's own event stream says when to look again (the driver
    records a step each round, and its status moves as it waits and resumes); a slow poll covers
    a stream that could not be opened. */
-import { api, h, $, fill, time, badge, jobLink, pretty, empty, fail, stream, debounce, short } from "./ui.js";
+import { api, h, $, fill, time, badge, jobLink, pretty, empty } from "./ui.js";
 import { drawDag } from "./dag.js";
+import { follow, nameProject, stepCells } from "./followed_page.js";
 import { pendingApprovals, decisionButtons } from "./gate.js";
 
 const jid = $("#run").dataset.jobId;
 const enc = encodeURIComponent(jid);
 const TERMINAL = new Set(["completed", "failed", "canceled"]);
-const POLL_MS = 5000;
 let run = null;
+let specSteps = new Map(); // the run's spec by step name: each step's job type and dependencies
 let projectId = null;
 let drawnAs = ""; // the graph is drawn again only when a status changed (keeps focus and hover)
-let source = null;
 
 function renderHead() {
   $("#r-name").textContent = run.name || "(deleted workflow)";
@@ -31,7 +31,6 @@ function renderHead() {
 }
 
 function renderGraph() {
-  const specSteps = new Map((run.spec?.steps || []).map((s) => [s.name, s]));
   const nodes = Object.entries(run.steps).map(([name, s]) => ({
     id: name, status: s.status, depends_on: specSteps.get(name)?.depends_on || [],
     detail: specSteps.get(name)?.job_type,
@@ -44,17 +43,10 @@ function renderGraph() {
 }
 
 function renderSteps() {
-  const specSteps = new Map((run.spec?.steps || []).map((s) => [s.name, s]));
-  fill($("#run-steps"), Object.entries(run.steps).map(([name, s]) => {
-    const has = s.output !== null && s.output !== undefined;
-    return h("tr", { dataset: { step: name, status: s.status } },
-      h("th", { scope: "row" }, h("span", { class: "mono" }, name), " ",
-        h("span", { class: "type muted" }, specSteps.get(name)?.job_type || "")),
-      h("td", {}, badge(s.status)),
-      h("td", {}, s.job_id ? jobLink(s.job_id) : h("span", { class: "muted" }, "—")),
-      h("td", {}, s.error ? h("p", { class: "error" }, s.error) : null,
-        has ? h("details", {}, h("summary", {}, "Output"), pretty(s.output)) : null));
-  }));
+  fill($("#run-steps"), Object.entries(run.steps).map(([name, s]) => h("tr", { dataset: { step: name, status: s.status } },
+    h("th", { scope: "row" }, h("span", { class: "mono" }, name), " ",
+      h("span", { class: "type muted" }, specSteps.get(name)?.job_type || "")),
+    stepCells(s))));
 }
 
 async function renderGates() {
@@ -74,41 +66,18 @@ async function renderGates() {
   }));
 }
 
-async function load() {
+async function read() {
   run = await api("GET", `/api/workflow-runs/${enc}`);
+  specSteps = new Map((run.spec?.steps || []).map((s) => [s.name, s]));
   if (projectId === null) {
-    const job = await api("GET", `/api/jobs/${enc}`);
-    projectId = job.project_id;
-    const link = $("#project-link");
-    link.href = `/projects/${projectId}`;
-    link.textContent = short(projectId);
-    api("GET", `/api/projects/${encodeURIComponent(projectId)}`).then((p) => { link.textContent = p.name; }).catch(() => {});
+    projectId = (await api("GET", `/api/jobs/${enc}`)).project_id;
+    nameProject(projectId);
   }
   renderHead();
   renderGraph();
   renderSteps();
   await renderGates();
-  if (TERMINAL.has(run.status)) finished();
-}
-const reload = debounce(() => load().catch(fail), 200);
-
-function finished() {
-  if (source) { source.close(); source = null; }
-  const live = $("#live");
-  live.dataset.state = "closed";
-  live.textContent = "finished";
+  return { ended: TERMINAL.has(run.status), jobId: jid };
 }
 
-load().then(() => {
-  if (TERMINAL.has(run.status)) return;
-  source = stream(`/api/jobs/${enc}/events?tail=1`, () => reload(), $("#live"));
-  const poll = setInterval(() => {
-    if (TERMINAL.has(run.status)) clearInterval(poll);
-    else if (!document.hidden) reload();
-  }, POLL_MS);
-}).catch((e) => {
-  fill($("#run-body"), h("div", { class: "card" },
-    h("p", { class: "error", role: "alert" }, e.status === 404 ? "This workflow run does not exist, or it is not yours." : e.message),
-    h("p", {}, h("a", { href: "/" }, "Back to your projects"))));
-  $("#live").hidden = true;
-});
+const load = follow(read, $("#run-body"), "This workflow run does not exist, or it is not yours.");

@@ -3,6 +3,7 @@
    statuses follow the project's live stream. */
 import { api, h, $, fill, time, badge, empty, busy, flash, fail, debounce, short } from "./ui.js";
 import { drawDag } from "./dag.js";
+import { versionButtons, pressVersion } from "./version_picker.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const box = $("#workflows");
@@ -18,19 +19,14 @@ export async function loadWorkflows() {
 function workflowRow(w) {
   return h("li", { class: "row workflow", dataset: { name: w.name } },
     h("span", { class: "title" }, w.name),
-    h("span", { class: "versions", role: "group", "aria-label": `Versions of ${w.name}` }, w.versions.map((v) =>
-      h("button", { type: "button", class: "ghost version", dataset: { version: v },
-        "aria-pressed": String(chosen?.name === w.name && chosen?.version === v),
-        onclick: (ev) => busy(ev.currentTarget, () => choose(w, v)) }, `v${v}`))),
+    versionButtons(w.name, w.versions, chosen, (v) => choose(w, v)),
     h("span", { class: "muted small" }, "saved ", time(w.updated_at)));
 }
 
 async function choose(w, version) {
   const wf = await api("GET", `/api/workflows/${encodeURIComponent(w.latest_id)}?version=${version}`);
   chosen = { latestId: w.latest_id, name: w.name, version, wid: wf.id };
-  for (const b of box.querySelectorAll("button.version")) {
-    b.setAttribute("aria-pressed", String(b.closest(".workflow").dataset.name === w.name && Number(b.dataset.version) === version));
-  }
+  pressVersion(box, w.name, version);
   const steps = wf.spec.steps;
   detail.hidden = false;
   fill(detail,

@@ -11,6 +11,10 @@ import pytest
 from tests.conftest import in_process_worker_paused
 from tests.e2e.procs import Procs
 
+# The browser tests' fixtures, from their home in test_ui.py: the other browser test modules
+# request them by name, without an import of their own (which a parameter would shadow: F811).
+from tests.e2e.test_ui import page, site  # noqa: F401
+
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:

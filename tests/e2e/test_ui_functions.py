@@ -4,27 +4,13 @@ versions and code on the project page, run from its form, and its run's job page
 tool calls it made, the nested run it waited for, and how many times it was replayed.
 """
 
-# ruff: noqa: F811 - the `page` and `site` fixtures are imported from test_ui, then requested by name
-
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import pytest
 
-from tests.e2e.test_ui import (  # noqa: F401 - `page` and `site` are fixtures, used by name
-    Site,
-    page,
-    shoot,
-    sign_in,
-    site,
-)
-
-try:
-    from playwright.sync_api import Page, expect
-except ImportError:  # the `page` fixture reports it
-    Page = Any  # type: ignore[misc,assignment]
+from tests.e2e.browser import Page, Site, expect, shoot, sign_in
 
 pytestmark = pytest.mark.e2e
 

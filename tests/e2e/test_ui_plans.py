@@ -5,36 +5,26 @@ broken edit naming its problem, saves a good one as a new version, and the appro
 version runs the tasks, whose DAG nodes turn completed live.
 """
 
-# ruff: noqa: F811 - the `page` and `site` fixtures are imported from test_ui, then requested by name
-
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
 
-from tests.e2e.test_ui import (  # noqa: F401 - `page` and `site` are fixtures, used by name
+from tests.e2e.browser import (
+    Page,
     Site,
     assert_same_document,
+    expect,
     mark_document,
-    page,
+    node,
     shoot,
     sign_in,
-    site,
 )
-
-try:
-    from playwright.sync_api import Page, expect
-except ImportError:  # the `page` fixture reports it
-    Page = Any  # type: ignore[misc,assignment]
 
 pytestmark = pytest.mark.e2e
 
 ENDED = 90_000  # ms: the planner's asks and three agent tasks on a loaded 2-core machine
-
-
-def node(page: Page, name: str) -> Any:
-    return page.locator(f"#dag .dag-node[data-name='{name}']")
 
 
 def task_row(page: Page, task: str) -> Any:

@@ -4,8 +4,6 @@ project page's form, and its run page draws the DAG whose nodes turn completed l
 step is approved (and another rejected) on the run page, and the run goes on.
 """
 
-# ruff: noqa: F811 - the `page` and `site` fixtures are imported from test_ui, then requested by name
-
 from __future__ import annotations
 
 import time
@@ -14,20 +12,16 @@ from typing import Any
 import pytest
 
 from tasks import pg
-from tests.e2e.test_ui import (  # noqa: F401 - `page` and `site` are fixtures, used by name
+from tests.e2e.browser import (
+    Page,
     Site,
     assert_same_document,
+    expect,
     mark_document,
-    page,
+    node,
     shoot,
     sign_in,
-    site,
 )
-
-try:
-    from playwright.sync_api import Page, expect
-except ImportError:  # the `page` fixture reports it
-    Page = Any  # type: ignore[misc,assignment]
 
 pytestmark = pytest.mark.e2e
 
@@ -37,10 +31,6 @@ SLOW = {"steps": 2, "step_seconds": 0.6}
 
 def save(site: Site, project: str, name: str, steps: list[dict[str, Any]]) -> dict[str, Any]:
     return site.api("POST", f"/api/projects/{project}/workflows", {"name": name, "steps": steps})
-
-
-def node(page: Page, name: str) -> Any:
-    return page.locator(f"#dag .dag-node[data-name='{name}']")
 
 
 def test_a_workflow_run_from_the_project_page_draws_its_dag_and_follows_it_live(

@@ -79,6 +79,14 @@ def pending_approval(alias: str = "") -> str:
     return f"{a}status = 'pending' AND ({a}expires_at IS NULL OR {a}expires_at > now())"
 
 
+def approval_status(alias: str) -> str:
+    """The approval's status as a job waiting on it must read it: a pending one past its
+    expiry is `expired` already (the sweep that marks it may not have run), as wait_any's
+    wake-up (one_ended) counts it."""
+    return (f"CASE WHEN {alias}.status = 'pending' AND NOT ({pending_approval(alias)}) "
+            f"THEN 'expired' ELSE {alias}.status END")
+
+
 def unknown_effect_of_action(approval: str) -> str:
     """SELECT (id, action_type) of an unknown effect of the exact action of the approval row
     `approval` (same project, same action and arguments): doing it again could do it twice."""

@@ -13,6 +13,7 @@ from tasks.coding.payloads import RunTaskPayload
 from tasks.context import JobContext
 from tasks.errors import PermanentError
 from tasks.registry import JobType, register
+from tasks.sql import approval_status
 
 MERGE_TTL = timedelta(days=30)  # a pull request left open longer ends the wait as expired
 
@@ -35,7 +36,7 @@ def handle(ctx: JobContext, p: RunTaskPayload) -> dict[str, Any]:
         ctx.project_id, ctx.job_id, action, force_new=True, ttl=MERGE_TTL)))
     ctx.wait_any([], [gate])
     status = ctx.step("merge-decision", lambda: pg.fetch_value(
-        "SELECT status FROM approvals WHERE id = %s", (gate,)))
+        f"SELECT {approval_status('o')} FROM approvals o WHERE o.id = %s", (gate,)))
     if status != "approved":
         why = "closed without being merged" if status == "rejected" else f"not merged ({status})"
         raise PermanentError(f"the pull request {pr_url} was {why}")

@@ -32,7 +32,8 @@ def load(plan_id: str) -> dict[str, Any]:
             "goal": row["goal"], "repo_url": row["repo_url"], "github_repo": row["github_repo"],
             "auto_approve": row["auto_approve"], "complete_on_merge": row["complete_on_merge"],
             "job_id": str(row["job_id"]),
-            "roles": roles.role_map(), "max_revisions": get_settings().plan_max_revisions}
+            "roles": roles.role_map(), "max_revisions": get_settings().plan_max_revisions,
+            "max_parallel": get_settings().workflow_parallel}
 
 
 def handle(ctx: JobContext, p: PlanPayload) -> dict[str, Any]:

@@ -33,7 +33,11 @@ class WorkflowRunPayload(BaseModel):
 
 
 def handle(ctx: JobContext, p: WorkflowRunPayload) -> dict[str, Any]:
-    stored = ctx.step("load", lambda: _load(p.workflow_id, str(ctx.project_id)))
+    # Recorded with the version: the parallelism decides how many steps each round opens,
+    # so a replay must see the one the run started with, whatever the settings say later.
+    stored = ctx.step("load", lambda: {
+        **_load(p.workflow_id, str(ctx.project_id)),
+        "parallel": p.max_parallel or get_settings().workflow_parallel})
     spec = WorkflowSpec.model_validate(stored["spec"])
     steps = {s.name: s for s in spec.steps}
     nodes = [Node(s.name, tuple(s.depends_on), s.condition, s.on_failure, s.requires_approval)
@@ -49,7 +53,7 @@ def handle(ctx: JobContext, p: WorkflowRunPayload) -> dict[str, Any]:
         return step.job_type, payload
 
     outcome = drive(ctx, nodes, resolve, key="run", inputs=p.inputs,
-                    max_parallel=p.max_parallel or get_settings().workflow_parallel)
+                    max_parallel=stored["parallel"])
     result = {"status": outcome.status, "workflow_id": stored["id"],
               "version": stored["version"],
               "steps": {name: s.to_json() for name, s in outcome.steps.items()}}

@@ -18,8 +18,6 @@ from tasks.planner.watch import task_states
 from tasks.workflows.driver import Node, StepState, drive
 from tasks.workflows.errors import WorkflowError
 
-MAX_PARALLEL = 4
-
 
 class PlanFailed(PermanentError):
     """The plan cannot go on: a task failed and no revision is left (or none was valid)."""
@@ -64,7 +62,7 @@ def execute(ctx: JobContext, plan: dict[str, Any], version: int, tree: str | Non
         deps = {t["id"]: list(t["depends_on"]) for t in tasks}
         nodes = [Node(t["id"], tuple(t["depends_on"])) for t in tasks]
         outcome = drive(ctx, nodes, resolver(plan, tasks, tree), key=f"v{version}",
-                        done=dict(done) or None, max_parallel=MAX_PARALLEL,
+                        done=dict(done) or None, max_parallel=plan["max_parallel"],
                         on_change=partial(_mirror, plan_id, version, deps))
         # Already in plan_tasks: the driver's last round mirrored these very states.
         final = task_states(outcome.steps, deps)

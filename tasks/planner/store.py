@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tasks import pg
-from tasks.sql import lit, pending_approval
+from tasks.sql import approval_status, lit, pending_approval
 from tasks.status import TERMINAL, sql_list
 
 Id = uuid.UUID | str
@@ -153,7 +153,7 @@ def mirror(plan_id: Id, version: int, states: dict[str, dict[str, Any]]) -> None
 # --- approval -----------------------------------------------------------------------------
 
 APPROVAL_STATE = f"""
-SELECT p.approval_id, a.status, ({pending_approval("a")}) AS pending,
+SELECT p.approval_id, {approval_status("a")} AS status,
        (a.action_args ->> 'version')::int AS version
 FROM plans p JOIN approvals a ON a.id = p.approval_id WHERE p.id = %s
 """
@@ -165,8 +165,8 @@ def approval_state(plan_id: Id) -> dict[str, Any]:
     row = pg.fetch_one_dict(APPROVAL_STATE, (str(plan_id),))
     if row is None:
         raise PlanConflict(f"plan {plan_id} has no approval")
-    status = "expired" if row["status"] == "pending" and not row["pending"] else row["status"]
-    return {"approval_id": str(row["approval_id"]), "status": status, "version": row["version"]}
+    return {"approval_id": str(row["approval_id"]), "status": row["status"],
+            "version": row["version"]}
 
 
 def attach_approval(plan_id: Id, approval_id: Id) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from tasks import approvals, control, pg
 from tasks.context import JobContext
+from tasks.sql import approval_status
 from tasks.workflows.dag import (
     CANCELED,
     ENDED,
@@ -130,12 +131,12 @@ def _stop(ctx: JobContext, key: str, rounds: int, states: dict[str, StepState]) 
 
 
 # The children's and gates' news since the last round: only steps that are under way.
-OBSERVE = """
+OBSERVE = f"""
 SELECT 'job' AS kind, id::text AS id, status, result, last_error AS error
 FROM agent_jobs WHERE id = ANY(%(jobs)s::uuid[]) AND parent_job_id = %(run)s
 UNION ALL
-SELECT 'approval', id::text, status, NULL, NULL FROM approvals
-WHERE id = ANY(%(approvals)s::uuid[])
+SELECT 'approval', o.id::text, {approval_status("o")}, NULL, NULL FROM approvals o
+WHERE o.id = ANY(%(approvals)s::uuid[])
 """
 
 

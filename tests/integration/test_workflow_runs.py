@@ -184,3 +184,23 @@ def test_another_owners_run_is_not_found(alice: Caller, bob: Caller) -> None:  #
     assert alice.get(f"/api/workflows/{wid}/runs").get_json()["items"][0]["job_id"] == jid
     bad = alice.post(f"/api/workflows/{wid}/runs", {"inputs": {}, "version": 9})
     assert bad.status_code == 422
+
+
+def test_a_gate_that_expires_unswept_fails_its_step(alice: Caller) -> None:  # noqa: F811
+    from tasks.control import resume_if_ready
+
+    wid = save(alice, [{"name": "deploy", "job_type": "system.canary",
+                        "requires_approval": True}])
+    jid = start(alice, wid)
+    gate = gate_of(alice, jid)
+    wait_until(lambda: run_of(alice, jid)["status"] == "waiting", timeout=30, what="waiting")
+    # Past its expiry but still `pending` (no sweep has marked it): the run reads it expired
+    pg.fetch("UPDATE approvals SET expires_at = now() - interval '1 second' WHERE id = %s",
+             (gate["id"],))
+    assert resume_if_ready(jid)  # what the resume sweep does
+    run = ended(alice, jid)
+    assert run["status"] == "failed"
+    assert run["steps"]["deploy"]["error"] == "the approval was expired"
+    rounds = pg.fetch_value("SELECT count(*) FROM job_steps WHERE job_id = %s "
+                            "AND name LIKE 'run:observe:%%'", (jid,))
+    assert rounds == 2, rounds  # one look before the gate, one after it expired

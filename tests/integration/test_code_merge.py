@@ -17,7 +17,7 @@ from tests.integration.test_api_contract import Caller
 from tests.integration.test_code_routes import SECRET, deliver
 from tests.integration.test_coding_agent import TASK, alice, model, repos  # noqa: F401
 from tests.support import coding_brains as brains
-from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401
+from tests.support.fake_anthropic import FakeAnthropic, anthropic_model, fake_anthropic  # noqa: F401
 from tests.support.fake_github import FakeGithub, fake_github  # noqa: F401
 
 

@@ -22,7 +22,7 @@ from tasks.settings import get_settings
 from tests.integration.jobdb import wait_for
 from tests.integration.test_api_contract import Caller, _caller
 from tests.support import coding_brains as brains
-from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401
+from tests.support.fake_anthropic import FakeAnthropic, anthropic_model, fake_anthropic  # noqa: F401
 from tests.support.fake_github import FakeGithub, fake_github  # noqa: F401
 
 TASK = "Fix the failing test in the calculator"
@@ -38,20 +38,14 @@ def repos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def model(fake_anthropic: FakeAnthropic, fake_github: FakeGithub,
+def model(anthropic_model: FakeAnthropic, fake_github: FakeGithub,
           monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
-    monkeypatch.setenv("SWITCHYARD_LLM_PROVIDER", "anthropic")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-    monkeypatch.setenv("SWITCHYARD_LLM_MODEL", "claude-test-1")
     monkeypatch.setenv("SWITCHYARD_GITHUB_API_URL", fake_github.url)
     monkeypatch.setenv("SWITCHYARD_GITHUB_TOKEN", fake_github.token)
     get_settings.cache_clear()
-    reset_client()
-    yield fake_anthropic
+    yield anthropic_model
     monkeypatch.undo()
     get_settings.cache_clear()
-    reset_client()
 
 
 @pytest.fixture

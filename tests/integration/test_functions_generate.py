@@ -3,16 +3,13 @@ it, a failure goes back to the model, and the result is saved with created_by_jo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tasks.functions import store
-from tasks.llm import reset_client
-from tasks.settings import get_settings
 from tests.integration.jobdb import new_job, steps, wait_for
-from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401
+from tests.support.fake_anthropic import FakeAnthropic, anthropic_model, fake_anthropic  # noqa: F401
 
 BROKEN = "```javascript\nexport async function runTask(input, tools) {\n  return input.x +;\n}\n```"
 FIXED = ("```javascript\nexport async function runTask(input, tools) {\n"
@@ -22,18 +19,8 @@ FIXED = ("```javascript\nexport async function runTask(input, tools) {\n"
 
 
 @pytest.fixture
-def model(fake_anthropic: FakeAnthropic,  # noqa: F811
-          monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
-    monkeypatch.setenv("SWITCHYARD_LLM_PROVIDER", "anthropic")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-    monkeypatch.setenv("SWITCHYARD_LLM_MODEL", "claude-test-1")
-    get_settings.cache_clear()
-    reset_client()
-    yield fake_anthropic
-    monkeypatch.undo()
-    get_settings.cache_clear()
-    reset_client()
+def model(anthropic_model: FakeAnthropic) -> FakeAnthropic:  # noqa: F811
+    return anthropic_model
 
 
 def test_an_invalid_first_answer_is_corrected_on_the_second_ask(worker, project,

@@ -15,11 +15,9 @@ import pytest
 from tasks import keystore, pg
 from tasks.functions import store
 from tasks.functions.host import MAX_DEPTH
-from tasks.llm import reset_client
-from tasks.settings import get_settings
 from tests.conftest import wait_until
 from tests.integration.jobdb import new_job, status_history, steps, wait_for
-from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401
+from tests.support.fake_anthropic import FakeAnthropic, anthropic_model, fake_anthropic  # noqa: F401
 
 TIMEOUT = 60.0  # a loaded 2-core machine; every wait ends as soon as its condition holds
 
@@ -255,7 +253,7 @@ def test_tools_log_appears_in_the_jobs_events(worker, project) -> None:
 
 
 @pytest.fixture
-def gated_model(fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+def gated_model(anthropic_model: FakeAnthropic  # noqa: F811
                 ) -> Iterator[tuple[FakeAnthropic, threading.Event]]:
     """The real SDK against the fake Messages API, whose answers wait for the test's gate:
     a function's tools.llm call stays in flight until the test lets it finish."""
@@ -265,18 +263,9 @@ def gated_model(fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch  
         gate.wait(TIMEOUT)
         return [{"type": "text", "text": "the model's answer"}]
 
-    fake_anthropic.script = answer
-    monkeypatch.setenv("SWITCHYARD_LLM_PROVIDER", "anthropic")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-    monkeypatch.setenv("SWITCHYARD_LLM_MODEL", "claude-test-1")
-    get_settings.cache_clear()
-    reset_client()
-    yield fake_anthropic, gate
+    anthropic_model.script = answer
+    yield anthropic_model, gate
     gate.set()
-    monkeypatch.undo()
-    get_settings.cache_clear()
-    reset_client()
 
 
 def status(job_id: Any) -> str:

@@ -18,7 +18,7 @@ from tasks.planner import store
 from tasks.settings import get_settings
 from tests.conftest import wait_until
 from tests.integration.test_api_contract import Caller, alice, bob, client  # noqa: F401
-from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401
+from tests.support.fake_anthropic import FakeAnthropic, anthropic_model, fake_anthropic  # noqa: F401
 
 # ruff: noqa: F811 - fixtures are imported, then requested by name
 
@@ -45,13 +45,8 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
 
 
 @pytest.fixture
-def model(fake_anthropic: FakeAnthropic, env: pytest.MonkeyPatch) -> FakeAnthropic:
-    env.setenv("SWITCHYARD_LLM_PROVIDER", "anthropic")
-    env.setenv("ANTHROPIC_BASE_URL", fake_anthropic.url)
-    env.setenv("ANTHROPIC_API_KEY", "test-key")
-    get_settings.cache_clear()
-    reset_client()
-    return fake_anthropic
+def model(anthropic_model: FakeAnthropic) -> FakeAnthropic:
+    return anthropic_model
 
 
 def text(value: Any) -> list[dict[str, Any]]:

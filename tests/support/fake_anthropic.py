@@ -213,3 +213,23 @@ def fake_anthropic() -> Iterator[FakeAnthropic]:
         yield fake
     finally:
         fake.close()
+
+
+@pytest.fixture
+def anthropic_model(fake_anthropic: FakeAnthropic,
+                    monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
+    """The LLM layer on the real anthropic SDK, pointed at the fake (the in-process worker
+    reads the same settings); the environment, settings and client are restored after."""
+    from tasks.llm import reset_client
+    from tasks.settings import get_settings
+
+    monkeypatch.setenv("SWITCHYARD_LLM_PROVIDER", "anthropic")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("SWITCHYARD_LLM_MODEL", "claude-test-1")
+    get_settings.cache_clear()
+    reset_client()
+    yield fake_anthropic
+    monkeypatch.undo()
+    get_settings.cache_clear()
+    reset_client()

@@ -203,6 +203,10 @@ class Settings:
     artifacts_s3_secret_access_key: str = field(default="", repr=False)
     # tasks.handlers.workflow: how many steps of a run run at once unless the run says.
     workflow_parallel: int = 4
+    # tasks.functions.sandbox_pool: warm sandbox processes kept per worker process, and
+    # whether a root worker may run them as root when uid 65534 cannot (a weaker fence).
+    function_pool_size: int = 2
+    function_sandbox_same_user: bool = False
     # tasks.coding: the directories a tenant may clone from by path or file:// (none by
     # default: a tenant must never clone the server's own files), and the caps of the
     # `run` tool (a shell in the job's workspace).
@@ -363,6 +367,8 @@ def get_settings() -> Settings:
         artifacts_s3_prefix=env_str("SWITCHYARD_ARTIFACTS_S3_PREFIX", "").strip("/"),
         artifacts_s3_access_key_id=env_str("SWITCHYARD_ARTIFACTS_S3_ACCESS_KEY_ID", ""),
         artifacts_s3_secret_access_key=env_str("SWITCHYARD_ARTIFACTS_S3_SECRET_ACCESS_KEY", ""),
+        function_pool_size=env_int("SWITCHYARD_FUNCTION_POOL_SIZE", 2),
+        function_sandbox_same_user=env_bool("SWITCHYARD_FUNCTION_SANDBOX_SAME_USER", False),
         workflow_parallel=min(MAX_WORKFLOW_PARALLEL,
                               env_int("SWITCHYARD_WORKFLOW_PARALLEL", 4, minimum=1)),
         local_repos=tuple(Path(d).resolve() for d in

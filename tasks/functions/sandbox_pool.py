@@ -41,6 +41,8 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks.settings import get_settings
+
 log = logging.getLogger(__name__)
 
 HERE = Path(__file__).resolve().parent
@@ -58,11 +60,6 @@ class Fences:
     network_namespace: bool
     unprivileged_uid: bool
 
-
-def _env_flag(name: str) -> bool:
-    from tasks.settings import env_bool
-
-    return env_bool(name, False)
 
 
 _fences: Fences | None = None
@@ -103,7 +100,7 @@ def fences() -> Fences:
         # A root worker's child never runs as root, unless the operator accepts it (the
         # interpreter or quickjs where nobody can read them).
         users = [drop] if drop else []
-        if not root or _env_flag("SWITCHYARD_FUNCTION_SANDBOX_SAME_USER"):
+        if not root or get_settings().function_sandbox_same_user:
             users.append([])
         for ns, has_net in candidates:
             for user in users:
@@ -322,9 +319,7 @@ _pool_lock = threading.Lock()
 
 
 def pool_size() -> int:
-    from tasks.settings import env_int
-
-    return env_int("SWITCHYARD_FUNCTION_POOL_SIZE", 2)
+    return get_settings().function_pool_size
 
 
 def get_pool() -> Pool:

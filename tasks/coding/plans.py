@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,7 +91,14 @@ def parse_plan(text: str) -> tuple[Plan | None, list[str]]:
 
 def validate(value: Any) -> list[str]:
     """What makes `value` not a plan, one readable line each, in document order."""
-    found = sorted(_VALIDATOR.iter_errors(value), key=lambda e: (
+    return problems(_VALIDATOR, value, explain)
+
+
+def problems(validator: Draft202012Validator, value: Any,
+             explain: Callable[[ValidationError], str]) -> list[str]:
+    """What `validator` finds wrong with a model's JSON answer, one readable line each in
+    document order, worded to go back to the model (the coding plan's and the planner's)."""
+    found = sorted(validator.iter_errors(value), key=lambda e: (
         [(0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in e.path], str(e.validator)))
     # A blank string breaks `minLength` and `pattern` both: one complaint is enough.
     return [f"{json_path(e)}: {explain(e)}" for e in found
@@ -112,9 +120,11 @@ _SHAPE = '{"subtasks": [{"title": "...", "description": "...", "files": ["..."]}
 _FENCE = re.compile(r"```[\w-]*[ \t]*\n(.*?)```", re.DOTALL)
 
 
-def find_json(text: str) -> tuple[Any, str | None]:
+def find_json(text: str, *, shape: str = _SHAPE, key: str = "subtasks"
+              ) -> tuple[Any, str | None]:
     """The JSON value the reply holds: the whole text, else a fenced block, else the first `{`
-    that starts a valid object (the prose around it ignored)."""
+    holding `key` (else the first valid object; the prose around it ignored). The problem,
+    when there is none, shows the model the `shape` it was asked for."""
     try:
         return json.loads(text), None
     except ValueError as error:
@@ -134,12 +144,12 @@ def find_json(text: str) -> tuple[Any, str | None]:
             if not fenced and not objects and match.start() == text.find("{"):
                 problem = error  # what broke the first attempt at an object says the most
             continue
-        if isinstance(value, dict) and "subtasks" in value:
+        if isinstance(value, dict) and key in value:
             return value, None
         objects.append(value)
     if objects:
         return objects[0], None
-    return None, f"$: no valid JSON object in the reply ({problem}); expected {_SHAPE}"
+    return None, f"$: no valid JSON object in the reply ({problem}); expected {shape}"
 
 
 def json_path(error: ValidationError) -> str:

@@ -12,7 +12,7 @@ from jsonschema import Draft202012Validator, ValidationError
 
 # The shared wording of JSON Schema errors and the lenient JSON finder of the coding agent's
 # plans: the same answers from the same kind of model deserve the same complaints.
-from tasks.coding.plans import explain, find_json, json_path
+from tasks.coding.plans import explain, find_json, problems
 from tasks.workflows import graph
 
 MAX_TASKS = 30
@@ -62,9 +62,9 @@ class Task:
 def parse_answer(text: str, *, kept: Collection[str] = ()) -> tuple[list[Task], list[str]]:
     """The tasks in a model's reply, or [] and every problem. `kept`: ids of tasks already
     completed (a revision may depend on them, and must not reuse their ids)."""
-    value, problem = find_json(text)
+    value, problem = find_json(text, shape=SHAPE, key="tasks")
     if problem:
-        return [], [problem.split("; expected")[0] + f"; expected {SHAPE}"]
+        return [], [problem]
     return check(value, kept=kept)
 
 
@@ -91,10 +91,7 @@ def _shaped(value: Any) -> list[Task] | None:
 
 
 def schema_problems(value: Any) -> list[str]:
-    found = sorted(_VALIDATOR.iter_errors(value), key=lambda e: (
-        [(0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in e.path], str(e.validator)))
-    return [f"{json_path(e)}: {_explain_task(e)}" for e in found
-            if not (e.validator == "pattern" and e.instance == "")]
+    return problems(_VALIDATOR, value, _explain_task)
 
 
 def dag_problems(tasks: list[Task], *, kept: Collection[str] = ()) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tasks.coding import git
+from tasks.coding.tokens import token_for
 from tasks.coding.workspace import workspace_for
 from tasks.errors import PermanentError
 from tasks.planner.prompter import file_tree_summary
@@ -15,8 +16,6 @@ from tasks.settings import get_settings
 
 def file_tree(project_id: Any, job_id: Any, repo_url: str) -> dict[str, Any]:
     """{"tree": the summary or None, "files": how many, "error": why there is none}."""
-    from tasks.handlers.code import token_for  # the coding agent's rule for sending a token
-
     dest = workspace_for(f"{job_id}-plan").root
     try:
         source = git.check_source(repo_url, list(get_settings().local_repos))

@@ -273,7 +273,7 @@ def test_what_the_checks_leave_behind_is_not_committed(
 
 def test_a_github_token_goes_to_github_only(alice: Caller, model: FakeAnthropic) -> None:
     from tasks.coding.git import Source
-    from tasks.handlers.code import token_for
+    from tasks.coding.tokens import token_for
 
     operator = get_settings().github_token
     assert operator

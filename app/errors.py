@@ -13,7 +13,7 @@ from app import responses
 from tasks import pg
 from tasks.effects.review import UnknownEffectPending
 from tasks.enqueue import ProjectNotFound
-from tasks.errors import InvalidPayload, UnknownJobType
+from tasks.errors import InvalidPayload, JobTypeUnavailable, UnknownJobType
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,12 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(UnknownJobType)
     def _unknown_type(exc: UnknownJobType):
         return _api(ApiError(422, "unknown_job_type", str(exc), {"field": "job_type"}))
+
+    @app.errorhandler(JobTypeUnavailable)
+    def _unavailable_type(exc: JobTypeUnavailable):
+        return _api(ApiError(422, "job_type_unavailable", str(exc),
+                             {"field": "job_type", "job_type": exc.job_type,
+                              "reason": exc.reason}))
 
     @app.errorhandler(InvalidPayload)
     def _payload(exc: InvalidPayload):

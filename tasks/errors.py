@@ -38,6 +38,15 @@ class UnknownJobType(PermanentError):
     pass
 
 
+class JobTypeUnavailable(PermanentError):
+    """A known job type that this machine cannot run: its module or a system part is missing."""
+
+    def __init__(self, name: str, reason: str):
+        super().__init__(f"job type {name} is unavailable on this machine: {reason}")
+        self.job_type = name
+        self.reason = reason
+
+
 class InvalidPayload(PermanentError):
     def __init__(self, message: str, *, details: dict | None = None):
         super().__init__(message)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from tasks.errors import InvalidPayload, UnknownJobType
+from tasks.errors import InvalidPayload, JobTypeUnavailable, UnknownJobType
 from tasks.queues import QUEUES
 from tasks.retry import RetryPolicy
 
@@ -52,6 +53,10 @@ class JobType:
 
 
 _registry: dict[str, JobType] = {}
+# Built-in job types whose module could not be imported here, with the reason.
+_unavailable: dict[str, str] = {}
+_loaded = threading.Event()
+_loading = threading.Lock()
 
 
 def register(job_type: JobType) -> JobType:
@@ -67,6 +72,8 @@ def get(name: str) -> JobType:
     try:
         return _registry[name]
     except KeyError:
+        if name in _unavailable:
+            raise JobTypeUnavailable(name, _unavailable[name]) from None
         raise UnknownJobType(f"unknown job_type {name!r}") from None
 
 
@@ -87,5 +94,19 @@ def get_public(name: str) -> JobType:
     return job_type
 
 
+def unavailable() -> dict[str, str]:
+    """Built-in job types this process could not load, with the reason for each."""
+    _load_builtins()
+    return dict(_unavailable)
+
+
 def _load_builtins() -> None:
-    import tasks.handlers  # noqa: F401 - registers the built-in job types on import
+    if _loaded.is_set():
+        return
+    with _loading:
+        if _loaded.is_set():
+            return
+        from tasks import handlers  # registers the built-in job types, module by module
+
+        _unavailable.update(handlers.load())
+        _loaded.set()

@@ -1,0 +1,69 @@
+"""A job type whose module cannot be imported takes only itself down.
+
+Runs in a fresh interpreter where `playwright` cannot be imported (what a partial install
+looks like), against the session's real PostgreSQL: the browser check answers 422
+`job_type_unavailable` naming the package; a canary, a chat and a launch still enqueue,
+and the canary runs to completion through the real runner.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRIPT = r"""
+import json, sys
+sys.modules["playwright"] = None  # as if the package were not installed
+from app.db import session_factory
+from app.tokens import create_token
+from app.web import create_app
+from models.db import session_scope
+from tasks import pg, runner
+
+with session_scope(session_factory()) as session:
+    _, token = create_token(session, "partial")
+auth = {"Authorization": f"Bearer {token}"}
+client = create_app().test_client()
+pid = client.post("/api/projects", headers=auth, json={"name": "p"}).json["id"]
+out = {}
+r = client.post(f"/api/projects/{pid}/jobs", headers=auth,
+                json={"job_type": "browser.check_page", "payload": {"url": "https://x.test"}})
+out["browser"] = [r.status_code, r.json]
+r = client.post(f"/api/projects/{pid}/jobs", headers=auth,
+                json={"job_type": "system.canary", "payload": {"steps": 2, "step_seconds": 0}})
+out["canary"] = [r.status_code, r.json]
+out["canary_run"] = runner.run_job(r.json["job_id"])
+out["canary_status"] = pg.fetch_value("SELECT status FROM agent_jobs WHERE id = %s",
+                                      (r.json["job_id"],))
+r = client.post(f"/api/projects/{pid}/chat", headers=auth, json={"message": "hi"})
+out["chat"] = r.status_code
+r = client.post(f"/api/projects/{pid}/launch", headers=auth, json={})
+out["launch"] = r.status_code
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_an_unimportable_handler_module_fails_only_its_own_job_types(db) -> None:
+    # Given a process in which playwright cannot be imported
+    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=dict(os.environ),
+                          capture_output=True, text=True, timeout=120, check=False)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, done.stdout + done.stderr
+    out = json.loads(lines[-1].removeprefix("RESULT "))
+
+    # Then the browser check is refused with the reason, and nothing else is touched
+    status, body = out["browser"]
+    assert status == 422, body
+    assert body["error"]["code"] == "job_type_unavailable"
+    assert "playwright" in body["error"]["message"]
+    assert body["error"]["details"]["job_type"] == "browser.check_page"
+    assert out["canary"][0] == 202 and out["canary_run"] == "completed"
+    assert out["canary_status"] == "completed"
+    assert out["chat"] == 202 and out["launch"] == 202
+    # And the failure is logged once, naming the job type
+    assert done.stderr.count("job types browser.check_page are unavailable") == 1, done.stderr

@@ -29,6 +29,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 def run_all(port: int) -> None:
     data_dir = get_settings().data_dir
+    # The children (web, worker, beat) read the same, absolute, directory.
+    os.environ["SWITCHYARD_DATA_DIR"] = str(data_dir)
     with contextlib.ExitStack() as stack:
         if not os.environ.get("DATABASE_URL"):
             click.echo(f"starting embedded PostgreSQL in {data_dir / 'pg'} …")

@@ -31,6 +31,9 @@ class JobType:
     # False for types only the engine enqueues (approval executions, system-wide sweeps):
     # the HTTP API refuses them, so no owner can run an effect or a sweep directly.
     public: bool = True
+    # What to release on this machine once a job has ended in any state (completed, failed,
+    # canceled, timed out): called with the job's id by the worker that ran it last.
+    on_end: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
         if self.queue not in QUEUES:

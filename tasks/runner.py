@@ -74,7 +74,29 @@ def _not_claimed(job_id: str) -> str:
     return "early"
 
 
+ENDED = frozenset({S.COMPLETED.value, S.FAILED.value, S.CANCELED.value, "canceled"})
+
+
 def _run(job: store.ClaimedJob, worker: str) -> str:
+    outcome = _run_handler(job, worker)
+    # A lost run may have ended by another hand (the timeout sweep, a cancel), or may be
+    # another worker's now: only a job that has ended gives its resources back.
+    if outcome in ENDED or (outcome == "lost" and store.has_ended(job.id)):
+        _on_end(job)
+    return outcome
+
+
+def _on_end(job: store.ClaimedJob) -> None:
+    job_type = _job_type_or_none(job.job_type)
+    if job_type is None or job_type.on_end is None:
+        return
+    try:
+        job_type.on_end(str(job.id))
+    except Exception:  # the job's outcome is written; a leftover is the orphan sweep's
+        log.exception("on_end failed", extra={"action": "on_end_failed", "job_id": str(job.id)})
+
+
+def _run_handler(job: store.ClaimedJob, worker: str) -> str:
     _log("job_claimed", job.id, attempt=job.attempt, job_type=job.job_type)
     ctx = JobContext(job, worker)
     if job.cancel_requested:

@@ -293,7 +293,9 @@ def get_settings() -> Settings:
     return check(Settings(
         database_url=env_str("DATABASE_URL", DEFAULT_DATABASE_URL),
         broker_url=env_str("BROKER_URL", DEFAULT_BROKER_URL),
-        data_dir=Path(env_str("SWITCHYARD_DATA_DIR", "./.switchyard")),
+        # Absolute once, here: a path derived from a relative one would mean something else
+        # to a command run from another directory (git's clone, a sandboxed test run).
+        data_dir=Path(os.path.abspath(env_str("SWITCHYARD_DATA_DIR", "./.switchyard"))),
         heartbeat_seconds=env_float("SWITCHYARD_HEARTBEAT_SECONDS", 10.0, minimum=0.1),
         stale_after_seconds=env_float("SWITCHYARD_STALE_AFTER_SECONDS", 60.0, minimum=0.5),
         sweep_seconds=env_float("SWITCHYARD_SWEEP_SECONDS", 5.0, minimum=0.1),

@@ -19,7 +19,7 @@ from typing import Any
 
 from tasks import pg
 from tasks.sql import MOVED_COLUMNS, lit, owns_run, running_under_key, status_event
-from tasks.status import IllegalTransition, JobStatus, can_transition, guard
+from tasks.status import TERMINAL, IllegalTransition, JobStatus, can_transition, guard
 
 S = JobStatus
 
@@ -179,6 +179,12 @@ def due_in(job_id: uuid.UUID | str) -> float | None:
     """Seconds until a queued job is due; None when it is not queued or already due."""
     row = pg.persist_one(DUE_IN, (job_id,))
     return None if row is None else float(row["due_in"])
+
+
+def has_ended(job_id: uuid.UUID | str) -> bool:
+    """Whether the job is in a terminal state now (or gone)."""
+    row = pg.persist_one("SELECT status FROM agent_jobs WHERE id = %s", (job_id,))
+    return row is None or JobStatus(row["status"]) in TERMINAL
 
 
 # A step's outcome: an update of the row its start wrote, or an upsert when its

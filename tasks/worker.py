@@ -8,6 +8,7 @@ from celery import signals
 
 from tasks import control, lifecycle, pg, retention, runner, schedules, sweeps
 from tasks.celery_app import MAINTAIN, RUN_JOB, SCHEDULE, SWEEP, app
+from tasks.coding import checkouts
 from tasks.store import Finished
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,10 @@ def schedule(job_type: str) -> dict[str, int]:
 
 @app.task(name=MAINTAIN, ignore_result=True)
 def maintain() -> dict[str, object]:
-    return retention.maintain().as_dict()
+    report = retention.maintain().as_dict()
+    # Each worker machine has its own data dir: whichever runs the pass sweeps its own.
+    report["checkouts_removed"] = checkouts.remove_orphans()
+    return report
 
 
 @signals.worker_init.connect

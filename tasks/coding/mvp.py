@@ -116,7 +116,6 @@ def generate(ctx: JobContext, p: GenerateMvpPayload, *, resumed: bool) -> dict[s
              f"{delivered['branch']} of {repo_url} ({verdict}); plan: "
              + "; ".join(s["title"] for s in plan.as_dict()["subtasks"]),
              job_id=ctx.job_id, step="write-memory")
-    code.cleanup(agent)
     return {**delivered, "repo_url": repo_url, "iterations": verification.rounds,
             "tests_passed": verification.tests_passed, "subtasks": len(plan.subtasks),
             "debug_mode": verification.debug_mode, "resumed": resumed,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tasks import artifacts, pg
-from tasks.coding import git, github, plans, prompts, repomap, sandbox, tools, verify
+from tasks.coding import checkouts, git, github, plans, prompts, repomap, sandbox, tools, verify
 from tasks.coding.loop import Agent, Checkout
 from tasks.coding.payloads import GenerateMvpPayload, RunTaskPayload
 from tasks.coding.tokens import github_token, token_for
@@ -275,15 +275,6 @@ def pr_body(task: str, plan: plans.Plan, verification: Verification,
             f"${spend['cost_usd']:.4f}\n\n_Opened by Switchyard's coding agent._")
 
 
-def cleanup(agent: Agent) -> None:
-    """The checkout goes when the job is done: the branch and the patch artifact hold it."""
-    def remove() -> bool:
-        git.remove(agent.checkout.ws.root)
-        return True
-
-    agent.ctx.step("remove-workspace", remove)
-
-
 def run_task(ctx: JobContext, p: RunTaskPayload) -> dict[str, Any]:
     resumed = ctx.replaying
     agent, cloned = start(ctx, p.repo_url, p.branch, p.task, "run_task")
@@ -292,7 +283,6 @@ def run_task(ctx: JobContext, p: RunTaskPayload) -> dict[str, Any]:
     verification = verify_loop(agent, p.task, p.max_iterations)
     delivered = deliver(agent, task=p.task, base_branch=p.branch or cloned["branch"],
                         github_repo=p.github_repo, plan=plan, verification=verification)
-    cleanup(agent)
     return {**delivered, "iterations": verification.rounds,
             "tests_passed": verification.tests_passed, "subtasks": len(plan.subtasks),
             "debug_mode": verification.debug_mode, "resumed": resumed, **agent.spend.as_dict()}
@@ -306,7 +296,8 @@ def generate_mvp(ctx: JobContext, p: GenerateMvpPayload) -> dict[str, Any]:
 
 POLICY = RetryPolicy(base_seconds=2.0, max_seconds=120.0)
 RUN_TASK = register(JobType("code.run_task", RunTaskPayload, run_task, queue="agents",
-                            max_attempts=5, timeout_seconds=3600, retry_policy=POLICY))
+                            max_attempts=5, timeout_seconds=3600, retry_policy=POLICY,
+                            on_end=checkouts.release))
 GENERATE_MVP = register(JobType("code.generate_mvp", GenerateMvpPayload, generate_mvp,
                                 queue="agents", max_attempts=5, timeout_seconds=3600,
-                                retry_policy=POLICY))
+                                retry_policy=POLICY, on_end=checkouts.release))

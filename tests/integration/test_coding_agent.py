@@ -8,6 +8,7 @@ fake of the GitHub API."""
 from __future__ import annotations
 
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from tasks import pg
 from tasks.coding.demo import FILES, ensure_demo_repo
 from tasks.llm import reset_client
 from tasks.settings import get_settings
+from tests.conftest import wait_until
 from tests.integration.jobdb import wait_for
 from tests.integration.test_api_contract import Caller, _caller
 from tests.support import coding_brains as brains
@@ -288,3 +290,47 @@ def test_a_nul_byte_in_a_commands_output_is_shown_not_fatal(tmp_path: Path) -> N
 
     ran = sandbox.run_command(tmp_path, "printf 'a\\000b'", sandbox.RunPolicy.from_settings())
     assert ran.output == "a\\0b"
+
+
+def _checkout_of(job_id: str) -> list[Path]:
+    root = get_settings().workspaces_dir
+    return [p for p in (root / job_id, root / f"{job_id}.git") if p.exists()]
+
+
+def test_a_coding_job_that_fails_leaves_no_checkout(
+        alice: Caller, repos: Path, model: FakeAnthropic) -> None:
+    # Given a model that refuses every request for good (after the clone was made)
+    model.fail_next(50, status=400, retry_after=None)
+    job_id = submit(alice, repos / "calculator.git")
+
+    job = wait_for(job_id, "completed", "failed", timeout=120)
+
+    assert job["status"] == "failed"
+    assert pg.fetch_value("SELECT count(*) FROM job_steps WHERE job_id = %s AND name = 'clone' "
+                          "AND status = 'completed'", (job_id,)) == 1, "it had a checkout"
+    wait_until(lambda: _checkout_of(job_id) == [], timeout=10, what="the checkout to go")
+
+
+def test_a_coding_job_canceled_mid_run_leaves_no_checkout(
+        alice: Caller, repos: Path, model: FakeAnthropic) -> None:
+    # Given a job held inside its first model call, its checkout on disk
+    entered, release = threading.Event(), threading.Event()
+
+    def held(body: dict) -> list[dict]:
+        entered.set()
+        release.wait(30)
+        return brains.straight(body)
+
+    model.script = held
+    job_id = submit(alice, repos / "calculator.git")
+    assert entered.wait(60), "the job reached the model"
+    assert _checkout_of(job_id), "the clone is on disk while the job runs"
+
+    # When it is canceled, and the call it is in returns
+    assert alice.post(f"/api/jobs/{job_id}/cancel", {}).status_code == 200
+    release.set()
+
+    # Then it ends canceled at the next step boundary, and its checkout is gone
+    job = wait_for(job_id, "canceled", "completed", "failed", timeout=60)
+    assert job["status"] == "canceled"
+    wait_until(lambda: _checkout_of(job_id) == [], timeout=10, what="the checkout to go")

@@ -33,6 +33,16 @@ def migrate() -> None:
 
 
 @main.command()
+def doctor() -> None:
+    """What this machine has and lacks for each system, with the fix for each gap."""
+    from app.doctor import exit_code, render, run_checks
+
+    checks = run_checks()
+    click.echo(render(checks))
+    sys.exit(exit_code(checks))
+
+
+@main.command()
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--threads", default=64, show_default=True, type=int)

@@ -51,6 +51,7 @@ def run_all(port: int) -> None:
             os.environ["SWITCHYARD_LOCAL_REPOS"] = str(demo.parent.resolve())
             click.echo(f"coding agent demo: repo_url {demo.resolve()}, task {DEMO_TASK!r}")
         get_settings.cache_clear()
+        _report_machine()
         _prepare_database()
         token = _local_token()
         children = _start_children(port)
@@ -61,6 +62,18 @@ def run_all(port: int) -> None:
         click.echo(f"API token (owner 'local'): {token}  (sign in to the UI with it)")
         click.echo("Ctrl-C stops everything.\n")
         _wait(children)
+
+
+def _report_machine() -> None:
+    """doctor's one-line summary, and the fix for each gap: a system this machine cannot
+    run is said at start, not discovered when its first job fails."""
+    from app.doctor import fixes, run_checks, summary
+
+    checks = run_checks()
+    click.echo(summary(checks) + ("" if not fixes(checks) else "  (`switchyard doctor` for "
+                                                                "details)"))
+    for fix in fixes(checks):
+        click.echo(f"  fix: {fix}")
 
 
 def _prepare_database() -> None:

@@ -21,7 +21,6 @@ import time
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
@@ -31,8 +30,8 @@ from playwright.sync_api import Error as PlaywrightError
 from tasks.effects.adapters import http
 from tasks.effects.adapters.base import ProviderResult
 from tasks.errors import PermanentError
+from tasks.system_parts import CHROMIUM
 
-CHROMIUM = Path("/usr/bin/chromium")  # Debian's package; Playwright never downloads one
 CHECKS = ("screenshot", "mobile_responsive", "waitlist_form", "meta_tags")
 DESKTOP = ViewportSize(width=1280, height=800)
 MOBILE = ViewportSize(width=390, height=844)

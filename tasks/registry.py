@@ -34,6 +34,9 @@ class JobType:
     # What to release on this machine once a job has ended in any state (completed, failed,
     # canceled, timed out): called with the job's id by the worker that ran it last.
     on_end: Callable[[str], None] | None = None
+    # Programs from the machine (tasks.system_parts.PARTS) a run needs: without one the job
+    # fails at once, saying what is missing and how to install it.
+    requires: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.queue not in QUEUES:

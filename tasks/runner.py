@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from tasks import control, lifecycle, registry, store
+from tasks import control, lifecycle, registry, store, system_parts
 from tasks.context import JobContext, describe_error, to_json
 from tasks.dispatch import dispatch_quietly
 from tasks.errors import (
@@ -105,6 +105,7 @@ def _run_handler(job: store.ClaimedJob, worker: str) -> str:
         return _finish(ctx, S.CANCELED)
     try:
         job_type = registry.get(job.job_type)
+        system_parts.require(job_type.name, job_type.requires)
         result = job_type.handle(ctx, job_type.parse(job.payload))
         encoded = to_json(result, "the handler's result")
     except Suspend as suspend:

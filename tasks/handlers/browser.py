@@ -60,4 +60,5 @@ def handle(ctx: JobContext, p: CheckPayload) -> dict[str, Any]:
 
 JOB_TYPE = register(JobType("browser.check_page", CheckPayload, handle, queue="browser",
                             max_attempts=3, timeout_seconds=300,
-                            retry_policy=RetryPolicy(base_seconds=5.0, max_seconds=60.0)))
+                            retry_policy=RetryPolicy(base_seconds=5.0, max_seconds=60.0),
+                            requires=("chromium",)))

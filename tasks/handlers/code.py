@@ -294,10 +294,12 @@ def generate_mvp(ctx: JobContext, p: GenerateMvpPayload) -> dict[str, Any]:
     return mvp.generate(ctx, p, resumed=ctx.replaying)
 
 
+CODING_PARTS = ("git", "ripgrep", "sandbox")
 POLICY = RetryPolicy(base_seconds=2.0, max_seconds=120.0)
 RUN_TASK = register(JobType("code.run_task", RunTaskPayload, run_task, queue="agents",
                             max_attempts=5, timeout_seconds=3600, retry_policy=POLICY,
-                            on_end=checkouts.release))
+                            on_end=checkouts.release, requires=CODING_PARTS))
 GENERATE_MVP = register(JobType("code.generate_mvp", GenerateMvpPayload, generate_mvp,
                                 queue="agents", max_attempts=5, timeout_seconds=3600,
-                                retry_policy=POLICY, on_end=checkouts.release))
+                                retry_policy=POLICY, on_end=checkouts.release,
+                                requires=CODING_PARTS))

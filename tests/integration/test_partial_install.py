@@ -67,3 +67,29 @@ def test_an_unimportable_handler_module_fails_only_its_own_job_types(db) -> None
     assert out["chat"] == 202 and out["launch"] == 202
     # And the failure is logged once, naming the job type
     assert done.stderr.count("job types browser.check_page are unavailable") == 1, done.stderr
+
+
+def test_a_missing_system_part_fails_only_the_job_that_needs_it(
+        worker, project, tmp_path, monkeypatch) -> None:
+    # Given a machine without Chromium
+    from tasks import system_parts
+    from tasks.enqueue import EnqueueRequest, enqueue
+    from tests.integration.jobdb import wait_for
+
+    monkeypatch.setattr(system_parts, "CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.setattr(system_parts, "_present", set())
+
+    # When a page check and a canary run
+    check = enqueue(EnqueueRequest(project_id=project, job_type="browser.check_page",
+                                   payload={"url": "https://example.com"}))
+    canary = enqueue(EnqueueRequest(project_id=project, job_type="system.canary",
+                                    payload={"steps": 1}))
+
+    # Then the check fails at once, for good, saying what is missing and how to install it
+    failed = wait_for(check.job_id, "failed", "completed", timeout=30)
+    assert failed["status"] == "failed" and failed["attempts"] == 1
+    assert "Chromium (not installed)" in failed["last_error"]
+    assert "apt-get install -y chromium" in failed["last_error"]
+    assert "switchyard doctor" in failed["last_error"]
+    # And the canary is untouched
+    assert wait_for(canary.job_id, "completed", "failed", timeout=30)["status"] == "completed"

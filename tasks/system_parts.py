@@ -1,0 +1,98 @@
+"""The programs a job type needs from the machine (not from pip), how to tell whether they
+are here, and the command that installs each: one home for what `switchyard doctor` reports
+and for the refusal a job meets when its part is missing."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks.errors import JobTypeUnavailable
+
+CHROMIUM = Path("/usr/bin/chromium")  # Debian's package; Playwright never downloads one
+APT = "apt-get install -y"
+
+
+@dataclass(frozen=True)
+class Finding:
+    ok: bool
+    detail: str  # the version found, or what is wrong
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    label: str
+    fix: str
+    probe: Callable[[], Finding]
+
+
+def _version(argv: list[str]) -> Finding:
+    """Found when `argv` runs; its first line of output is the detail."""
+    if shutil.which(argv[0]) is None and not Path(argv[0]).is_file():
+        return Finding(False, "not installed")
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Finding(False, f"does not run: {exc}")
+    out = (done.stdout or done.stderr).strip().splitlines()
+    if done.returncode != 0:
+        return Finding(False, f"does not run: {out[-1] if out else done.returncode}")
+    return Finding(True, out[0] if out else "present")
+
+
+def _python_venv() -> Finding:
+    # What the coding agent's checks run a repository's Python with: the system's python3,
+    # which needs its venv module (Debian ships ensurepip separately) to make environments.
+    found = _version(["python3", "-c", "import ensurepip, venv, platform; "
+                                       "print(platform.python_version())"])
+    return found if found.ok else Finding(False, "python3 without venv/ensurepip: " + found.detail)
+
+
+def _sandbox() -> Finding:
+    from tasks.coding import sandbox  # the fence's own probe: one test of what it needs
+
+    why = sandbox.problem()
+    return Finding(why is None, why or "bubblewrap makes the fence (user namespaces work)")
+
+
+PARTS: dict[str, Part] = {p.name: p for p in (
+    Part("chromium", "Chromium", f"{APT} chromium", lambda: _version([str(CHROMIUM), "--version"])),
+    Part("git", "git", f"{APT} git", lambda: _version(["git", "--version"])),
+    Part("ripgrep", "ripgrep", f"{APT} ripgrep", lambda: _version(["rg", "--version"])),
+    Part("node", "Node.js and npm", f"{APT} nodejs npm",
+         lambda: _version(["node", "--version"]) if shutil.which("npm")
+         else Finding(False, "npm is not installed")),
+    Part("python3-venv", "python3 with venv", f"{APT} python3 python3-venv", _python_venv),
+    Part("sandbox", "bubblewrap sandbox", f"{APT} bubblewrap", _sandbox),
+)}
+
+_present: set[str] = set()  # a part found stays found for the process's life
+
+
+def missing(names: Iterable[str]) -> list[tuple[Part, Finding]]:
+    """The parts among `names` this machine lacks, with what was found of each (a part
+    found once is not probed again; one missing is, since it may be installed meanwhile)."""
+    lacking = []
+    for name in names:
+        if name in _present:
+            continue
+        found = PARTS[name].probe()
+        if found.ok:
+            _present.add(name)
+        else:
+            lacking.append((PARTS[name], found))
+    return lacking
+
+
+def require(job_type: str, names: Iterable[str]) -> None:
+    """Refuse the job, naming each missing part and its install command, when one lacks."""
+    lacking = missing(names)
+    if lacking:
+        what = "; ".join(f"{part.label} ({found.detail}): install it with `{part.fix}`"
+                         for part, found in lacking)
+        raise JobTypeUnavailable(job_type, f"this machine lacks {what} "
+                                           "(`switchyard doctor` lists what it has)")

@@ -1,0 +1,71 @@
+"""`switchyard doctor` on this machine, and on the same machine with parts taken away."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.doctor import Check, exit_code, fixes, summary
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-c", "from app.cli import main; main()", "doctor"]
+IN_CI = os.environ.get("CI") == "true"
+
+
+def _doctor(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(CLI, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+
+
+def _path_without(tmp_path: Path, *programs: str) -> str:
+    """A PATH with every program of the usual one but `programs`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for d in os.environ["PATH"].split(os.pathsep):
+        if not os.path.isdir(d):
+            continue
+        for name in os.listdir(d):
+            target = bin_dir / name
+            if name not in programs and not target.exists():
+                target.symlink_to(Path(d) / name)
+    return str(bin_dir)
+
+
+def test_a_machine_with_every_part_is_ready_for_every_system() -> None:
+    done = _doctor(dict(os.environ))
+    if done.returncode != 0 and not IN_CI:
+        pytest.skip(f"this machine lacks a part:\n{done.stdout}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for system in ("engine", "startup OS", "browser checks", "coding agent", "functions"):
+        assert f"{system}: ready" in done.stdout
+    assert "Chromium" in done.stdout and "doctor: 5 of 5 systems ready" in done.stdout
+
+
+def test_missing_parts_fail_their_system_only_with_the_fix(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": _path_without(tmp_path, "rg", "bwrap")}
+    done = _doctor(env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "coding agent: NOT READY" in done.stdout
+    assert "fix: apt-get install -y ripgrep" in done.stdout
+    assert "fix: apt-get install -y bubblewrap" in done.stdout
+    assert "engine: ready" in done.stdout and "functions: ready" in done.stdout
+    assert "coding agent lacks ripgrep, bubblewrap sandbox" in done.stdout
+
+
+def test_the_summary_names_each_system_that_cannot_run_and_what_it_lacks() -> None:
+    checks = [Check("engine", "PostgreSQL (embedded)", True, "ok"),
+              Check("coding agent", "git", False, "not installed", "apt-get install -y git"),
+              Check("coding agent", "Node.js and npm", False, "no", "apt-get install -y nodejs",
+                    required=False),
+              Check("browser checks", "Chromium", False, "not installed",
+                    "apt-get install -y chromium")]
+    assert summary(checks) == ("doctor: 3 of 5 systems ready; browser checks lacks Chromium; "
+                               "coding agent lacks git")
+    assert exit_code(checks) == 1
+    assert exit_code(checks[:1] + checks[2:3]) == 0, "an optional part never fails doctor"
+    assert fixes(checks) == ["apt-get install -y git", "apt-get install -y nodejs",
+                             "apt-get install -y chromium"]

@@ -323,3 +323,13 @@ def prepare_for_sandbox(root: Path, uid: int = SANDBOX_UID, gid: int = SANDBOX_G
             filenames = [f for f in filenames if f != ".git"]  # a worktree's .git file
         for name in (*dirnames, *filenames):
             os.lchown(os.path.join(dirpath, name), uid, gid)
+
+
+def problem() -> str | None:
+    """Why this worker cannot fence the coding agent's commands, or None when it can."""
+    try:
+        host = find_host()
+        namespaces_for(RunPolicy.from_settings(), host)
+    except SandboxUnavailable as exc:
+        return str(exc)
+    return None

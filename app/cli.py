@@ -143,6 +143,7 @@ def token_revoke(token_id_or_prefix: str) -> None:
 def enqueue(project: str, job_type: str, payload: str, key: str | None,
             priority: int | None) -> None:
     """Enqueue a job (the system project is 00000000-0000-0000-0000-000000000000)."""
+    import tasks.catalog  # noqa: F401 - registers every job type
     from tasks.enqueue import EnqueueRequest
     from tasks.enqueue import enqueue as do_enqueue
     from tasks.errors import SwitchyardError

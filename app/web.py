@@ -7,6 +7,7 @@ import logging
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
+import tasks.catalog  # noqa: F401 - registers every job type
 from app import db, pgpool
 from app.auth import require_token
 from app.errors import register_error_handlers

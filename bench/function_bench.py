@@ -30,6 +30,7 @@ FUNCTIONS = {"trivial": "return input.n + 1;",
 
 
 def measure(project: str, name: str, runs: int) -> list[float]:
+    import tasks.catalog  # noqa: F401 - registers every job type
     from tasks import pg
     from tasks.enqueue import EnqueueRequest, enqueue
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -61,8 +60,6 @@ class JobType:
 _registry: dict[str, JobType] = {}
 # Built-in job types whose module could not be imported here, with the reason.
 _unavailable: dict[str, str] = {}
-_loaded = threading.Event()
-_loading = threading.Lock()
 
 
 def register(job_type: JobType) -> JobType:
@@ -73,8 +70,12 @@ def register(job_type: JobType) -> JobType:
     return job_type
 
 
+def mark_unavailable(names: tuple[str, ...], reason: str) -> None:
+    """These job types exist but cannot run in this process (tasks.catalog says why)."""
+    _unavailable.update(dict.fromkeys(names, reason))
+
+
 def get(name: str) -> JobType:
-    _load_builtins()
     try:
         return _registry[name]
     except KeyError:
@@ -84,7 +85,6 @@ def get(name: str) -> JobType:
 
 
 def names() -> list[str]:
-    _load_builtins()
     return sorted(_registry)
 
 
@@ -102,17 +102,4 @@ def get_public(name: str) -> JobType:
 
 def unavailable() -> dict[str, str]:
     """Built-in job types this process could not load, with the reason for each."""
-    _load_builtins()
     return dict(_unavailable)
-
-
-def _load_builtins() -> None:
-    if _loaded.is_set():
-        return
-    with _loading:
-        if _loaded.is_set():
-            return
-        from tasks import handlers  # registers the built-in job types, module by module
-
-        _unavailable.update(handlers.load())
-        _loaded.set()

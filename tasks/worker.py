@@ -6,6 +6,7 @@ import logging
 
 from celery import signals
 
+import tasks.catalog  # noqa: F401 - registers every job type
 from tasks import control, lifecycle, pg, retention, runner, schedules, sweeps
 from tasks.celery_app import MAINTAIN, RUN_JOB, SCHEDULE, SWEEP, app
 from tasks.coding import checkouts

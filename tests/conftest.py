@@ -80,6 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from tasks.settings import get_settings
 
     get_settings.cache_clear()
+    import tasks.catalog  # noqa: F401 - registers every job type, as the worker and web do
     import tests.support.jobtypes  # noqa: F401 - registers the test-only job types
 
 

@@ -1,0 +1,54 @@
+"""The one list of systems: importing this module registers every built-in job type.
+
+Each system lists its job types in its own module; the catalog imports those modules one
+by one, so one that cannot be imported on this machine (a library missing from a partial
+install) takes only its own job types down: they answer `job_type_unavailable` with the
+reason and every other job type keeps working. The names are listed here, not read off
+the module, because a module that fails to import cannot say what it would have
+registered. The engine never imports this module: the worker and the web app do.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+from tasks import registry
+
+log = logging.getLogger(__name__)
+
+JOB_MODULES: dict[str, tuple[str, ...]] = {
+    "tasks.handlers.agent": ("agent.task",),
+    "tasks.handlers.approval_execute": ("approval.execute",),
+    "tasks.handlers.browser": ("browser.check_page",),
+    "tasks.handlers.canary": ("system.canary",),
+    "tasks.handlers.chat": ("chat.reply",),
+    "tasks.handlers.code": ("code.run_task", "code.generate_mvp"),
+    "tasks.handlers.code_merge": ("code.run_task_until_merged",),
+    "tasks.handlers.functions": ("function.run", "code.generate_function"),
+    "tasks.handlers.mail": ("email.process_due", "drip.process_digests", "drip.process_nudges"),
+    "tasks.handlers.nightshift": ("nightshift.cycle_project",),
+    "tasks.handlers.packets": ("phase0.generate_packet", "phase.generate_packet"),
+    "tasks.handlers.plan": ("plan.generate",),
+    "tasks.handlers.reports": ("research.generate_report",),
+    "tasks.handlers.workflow": ("workflow.run",),
+}
+
+
+def load() -> None:
+    """Import every system's job module; mark the job types of those that fail."""
+    for module, job_types in JOB_MODULES.items():
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # an ImportError, or anything a module raises at import
+            reason = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, ModuleNotFoundError) and exc.name:
+                reason = (f"the Python package {exc.name.split('.')[0]!r} is not installed "
+                          f"(reinstall Switchyard: pip install -e .)")
+            log.error("job types %s are unavailable: %s", ", ".join(job_types), reason,
+                      extra={"action": "handler_import_failed", "handler_module": module},
+                      exc_info=not isinstance(exc, ModuleNotFoundError))
+            registry.mark_unavailable(job_types, reason)
+
+
+load()

@@ -7,7 +7,7 @@ truth, so no result backend is configured and losing the broker loses nothing.
 from celery.schedules import crontab
 from kombu import Queue
 
-from tasks.queues import QUEUES
+from tasks.engine.queues import QUEUES
 from tasks.settings import env_float, env_int, get_settings
 
 _settings = get_settings()
@@ -16,7 +16,7 @@ broker_url = _settings.broker_url
 broker_connection_retry_on_startup = True
 broker_pool_limit = env_int("CELERY_BROKER_POOL_LIMIT", 10)
 broker_transport_options = {
-    # Redis: one list per priority level, popped highest first (see tasks.queues).
+    # Redis: one list per priority level, popped highest first (see tasks.engine.queues).
     "priority_steps": list(range(10)),
     "sep": ":",
     "queue_order_strategy": "priority",
@@ -34,7 +34,7 @@ task_track_started = False
 
 task_default_queue = "default"
 task_queue_max_priority = 9
-task_default_priority = 4  # tasks.queues.broker_priority(5) on Redis
+task_default_priority = 4  # tasks.engine.queues.broker_priority(5) on Redis
 task_queues = [
     Queue(name, routing_key=name, queue_arguments={"x-max-priority": 9}) for name in QUEUES
 ]
@@ -45,7 +45,7 @@ worker_prefetch_multiplier = _settings.prefetch_multiplier
 worker_hijack_root_logger = False
 worker_send_task_events = False
 # A warm shutdown waits for running jobs; the engine gives them back itself
-# after SWITCHYARD_SHUTDOWN_GRACE_SECONDS (see tasks.lifecycle).
+# after SWITCHYARD_SHUTDOWN_GRACE_SECONDS (see tasks.engine.lifecycle).
 worker_soft_shutdown_timeout = _settings.shutdown_grace_seconds + 5
 
 _daily_hour = env_int("SWITCHYARD_DAILY_HOUR_UTC", 2)
@@ -63,7 +63,7 @@ beat_schedule = {
         # A sweep that waited behind busy workers for a few ticks is dropped, not piled up.
         "options": {"queue": "sweeps", "expires": max(_settings.sweep_seconds * 3, 10.0)},
     },
-    # Retention (tasks.retention): safe to fire twice, one process works at a time.
+    # Retention (tasks.engine.retention): safe to fire twice, one process works at a time.
     "switchyard-maintain": {
         "task": "tasks.maintain",
         "schedule": _settings.maintenance_seconds,

@@ -144,9 +144,9 @@ def enqueue(project: str, job_type: str, payload: str, key: str | None,
             priority: int | None) -> None:
     """Enqueue a job (the system project is 00000000-0000-0000-0000-000000000000)."""
     import tasks.catalog  # noqa: F401 - registers every job type
-    from tasks.enqueue import EnqueueRequest
-    from tasks.enqueue import enqueue as do_enqueue
-    from tasks.errors import SwitchyardError
+    from tasks.engine.enqueue import EnqueueRequest
+    from tasks.engine.enqueue import enqueue as do_enqueue
+    from tasks.engine.errors import SwitchyardError
 
     try:
         body = json.loads(payload)
@@ -166,7 +166,7 @@ def enqueue(project: str, job_type: str, payload: str, key: str | None,
 @click.option("--limit", default=20, show_default=True)
 def jobs(project: str | None, status: str | None, limit: int) -> None:
     """The newest jobs."""
-    from tasks import pg
+    from tasks.engine import pg
 
     rows = pg.fetch(
         "SELECT id, job_type, status, attempts, created_at FROM agent_jobs "
@@ -181,8 +181,8 @@ def jobs(project: str | None, status: str | None, limit: int) -> None:
 @click.argument("job_id")
 def tail(job_id: str) -> None:
     """Follow a job's events until it ends."""
-    from tasks import pg
-    from tasks.status import TERMINAL, JobStatus
+    from tasks.engine import pg
+    from tasks.engine.status import TERMINAL, JobStatus
 
     cursor = 0
     while True:
@@ -210,7 +210,7 @@ def _session() -> Iterator[Session]:
     """One atomic unit of work (the session's statements join the transaction: app.db)."""
     from app.db import session_factory
     from models.db import session_scope
-    from tasks import pg
+    from tasks.engine import pg
 
     with pg.transaction(), session_scope(session_factory()) as session:
         yield session

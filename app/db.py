@@ -1,7 +1,7 @@
-"""The web process's ORM: sessions on the one connection a request borrows (tasks.pg, app.pgpool).
+"""The web process's ORM: sessions on the one connection a request borrows (engine.pg, app.pgpool).
 
 A request holds at most one database connection. The engine's statements
-(tasks.pg) borrow it from app.pgpool on first use and give it back at the end
+(tasks.engine.pg) borrow it from app.pgpool on first use and give it back at the end
 of the request; the request's ORM session runs on that same connection, so
 reading a row through the ORM and then enqueueing, cancelling or deciding never
 takes a second connection or waits on a lock the request itself holds. There is
@@ -11,7 +11,7 @@ The connection is in autocommit mode: each ORM statement commits on its own
 (one round trip, as the engine's), and a unit of work that must be atomic runs
 inside `pg.transaction()`, which the session's statements join. The ORM never
 ends a transaction itself (its commit flushes, its rollback forgets): the one
-who opened it, tasks.pg, does.
+who opened it, tasks.engine.pg, does.
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, Pool
 
-from tasks import pg
+from tasks.engine import pg
 from tasks.settings import get_settings
 
 
 class LentConnectionPool(Pool):
-    """SQLAlchemy's view of this thread's tasks.pg connection; it opens and closes nothing.
+    """SQLAlchemy's view of this thread's tasks.engine.pg connection; it opens and closes nothing.
 
     One pool record per connection (not per checkout), so the dialect's
     per-connection set-up runs once for each; a connection that died is
-    replaced by tasks.pg, and its record with it.
+    replaced by tasks.engine.pg, and its record with it.
     """
 
     def __init__(self, creator: Any, **kw: Any) -> None:
@@ -55,10 +55,10 @@ class LentConnectionPool(Pool):
         return record
 
     def _do_return_conn(self, record: ConnectionPoolEntry) -> None:
-        pass  # tasks.pg gives the connection back at the end of the request
+        pass  # tasks.engine.pg gives the connection back at the end of the request
 
     def _close_connection(self, connection: Any, *, terminate: bool = False) -> None:
-        pass  # not ours: tasks.pg drops a broken connection and app.pgpool its idle peers
+        pass  # not ours: tasks.engine.pg drops a broken connection and app.pgpool its idle peers
 
     def status(self) -> str:
         return f"LentConnectionPool: {len(self._records)} connections seen"

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks import system_parts
+from tasks.engine import system_parts
 from tasks.settings import get_settings
 
 SYSTEMS = ("engine", "startup OS", "browser checks", "coding agent", "functions")

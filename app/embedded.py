@@ -99,7 +99,7 @@ def scratch_database(server_url: str, prefix: str, *, migrate: bool = True) -> I
     import psycopg
 
     from app.migrations import upgrade
-    from tasks import pg
+    from tasks.engine import pg
     from tasks.settings import libpq_url
 
     admin = libpq_url(server_url)

@@ -3,7 +3,7 @@
 
 Every read is one keyset query on the (project_id, id) or (job_id, id) index, on a
 connection borrowed from the web process's bounded pool and given back at once:
-`tasks.pg`'s connection is per thread and stays open with it, and a stream holds its
+`tasks.engine.pg`'s connection is per thread and stays open with it, and a stream holds its
 thread for its whole life, so N open streams would otherwise hold N idle database
 connections (100 subscribers exhausted PostgreSQL's default max_connections in
 bench/http_latency.py).

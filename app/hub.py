@@ -30,7 +30,7 @@ from typing import Any
 
 from app import responses
 from app.errors import ApiError
-from tasks import pg
+from tasks.engine import pg
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import click
 
 from app.cli import beat_command, web_command, worker_command
 from app.embedded import embedded_postgres, embedded_redis, embedded_smtp
-from tasks import pg
+from tasks.engine import pg
 from tasks.settings import get_settings
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

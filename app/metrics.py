@@ -21,9 +21,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from app.hub import hub
-from tasks import pg
+from tasks.engine import pg
+from tasks.engine.status import ACTIVE, sql_list
 from tasks.settings import get_settings
-from tasks.status import ACTIVE, sql_list
 
 clock: Callable[[], float] = time.monotonic  # replaced by the tests
 STEP_EVENTS_SAMPLED = 20_000  # the newest step events the duration quantiles look at

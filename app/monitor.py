@@ -1,6 +1,6 @@
 """Monitor reads: queues and workers from PostgreSQL (the truth, so history survives restarts).
 
-Scoped by viewer (tasks.sql.visible_to): a tenant sees the queues of its own jobs and
+Scoped by viewer (tasks.engine.sql.visible_to): a tenant sees the queues of its own jobs and
 only the workers running them, counted by its own jobs; an admin token (viewer None)
 sees the fleet.
 """
@@ -14,8 +14,8 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from app import responses
+from tasks.engine.sql import visible_to
 from tasks.settings import get_settings
-from tasks.sql import visible_to
 
 VISIBLE = visible_to("j", ":viewer")
 

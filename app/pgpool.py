@@ -1,6 +1,6 @@
 """The web process's database connections: one bounded pool of autocommit connections.
 
-`tasks.pg` gives each thread its own persistent connection, which suits a
+`tasks.engine.pg` gives each thread its own persistent connection, which suits a
 worker's few threads; a gthread web process has up to --threads of them, and an
 SSE stream holds its thread for its whole life. Reads on every request (the
 token lookup) or every stream (the replay) go through this pool instead: at
@@ -9,7 +9,7 @@ prepared one with no BEGIN/ROLLBACK around it, so one round trip per read and no
 ORM session (bench/http_latency.py: ~20 % less web CPU per enqueue request than
 the same reads through a SQLAlchemy session). The engine's own statements
 (enqueue, cancel, diagnosis) and the request's ORM session (app.db) borrow one
-connection from the same pool for the length of a request (tasks.pg.lend_from),
+connection from the same pool for the length of a request (tasks.engine.pg.lend_from),
 and the event hub one for its life, so the process never holds more than
 SWITCHYARD_WEB_DB_CONNECTIONS connections (default 20), however many threads
 gunicorn runs, and a request never more than one.
@@ -29,13 +29,13 @@ from typing import Any
 
 import psycopg
 
-from tasks import pg
+from tasks.engine import pg
 
 PING_AFTER = 1.0  # seconds idle before a connection is checked on its way out
 
 
 class Pool:
-    """At most `size` connections, borrowed per statement (reads) or per request (tasks.pg)."""
+    """At most `size` connections, borrowed per statement (reads) or per request (engine.pg)."""
 
     def __init__(self, size: int) -> None:
         self.size, self._lent = size, 0

@@ -17,7 +17,7 @@ from pydantic_core import core_schema
 
 from models.schema import STEP_STATUSES
 from models.startup import APPROVAL_STATUSES, EFFECT_STATUSES, EXECUTION_STATUSES
-from tasks.status import JobStatus
+from tasks.engine.status import JobStatus
 
 
 class OneOf:

@@ -19,8 +19,8 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from tasks import registry
-from tasks.errors import InvalidPayload
+from tasks.engine import registry
+from tasks.engine.errors import InvalidPayload
 
 NO_NUL = r"^[^\x00]*$"
 

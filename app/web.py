@@ -31,7 +31,7 @@ from app.routes import (
     workflows,
 )
 from app.unread_body import CloseUnreadBody
-from tasks import pg
+from tasks.engine import pg
 from tasks.settings import get_settings
 
 MAX_BODY_BYTES = 1024 * 1024

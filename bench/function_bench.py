@@ -31,8 +31,8 @@ FUNCTIONS = {"trivial": "return input.n + 1;",
 
 def measure(project: str, name: str, runs: int) -> list[float]:
     import tasks.catalog  # noqa: F401 - registers every job type
-    from tasks import pg
-    from tasks.enqueue import EnqueueRequest, enqueue
+    from tasks.engine import pg
+    from tasks.engine.enqueue import EnqueueRequest, enqueue
 
     latencies = []
     for n in range(runs):
@@ -58,7 +58,7 @@ def main() -> None:
         setup_services(stack)
         start_workers(stack, Path(tempfile.mkdtemp(prefix="switchyard-fbench-")),
                       raw_workers=0, durable_workers=1)
-        from tasks import pg
+        from tasks.engine import pg
         from tasks.functions import store
 
         owner, project = str(uuid.uuid4()), str(uuid.uuid4())

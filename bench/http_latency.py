@@ -186,7 +186,7 @@ def host_cpu() -> tuple[int, int, int]:
 
 def service_pids(web_pid: int) -> dict[str, list[int]]:
     """Process trees to account CPU to: web, workers, PostgreSQL, Redis (when embedded)."""
-    from tasks import pg
+    from tasks.engine import pg
 
     me = os.getpid()
     backend = pg.fetch_one("SELECT pg_backend_pid()")  # connect before the table is read
@@ -309,7 +309,7 @@ def paced_enqueue(port: int, token: str, project: str, rate: float, seconds: flo
 
 def wait_completed(project: str, n: int, timeout: float) -> tuple[int, float]:
     """Wait until n jobs of the project completed; returns (completed, seconds waited)."""
-    from tasks import pg
+    from tasks.engine import pg
 
     start = time.monotonic()
     done = 0
@@ -420,7 +420,7 @@ def subscriber_count(port: int) -> int:
 
 
 def stored_events(project: str) -> list[tuple[int, float]]:
-    from tasks import pg
+    from tasks.engine import pg
 
     rows = pg.fetch("SELECT id, extract(epoch FROM created_at) FROM agent_job_events "
                     "WHERE project_id = %s ORDER BY id", (project,))

@@ -89,7 +89,7 @@ def main() -> None:
         url = stack.enter_context(scratch_database(admin, "switchyard_bench"))
         os.environ.update({"DATABASE_URL": url, "SWITCHYARD_METRICS_TOKEN": TOKEN,
                            "SWITCHYARD_DATA_DIR": str(tmp / "data")})
-        from tasks import pg
+        from tasks.engine import pg
         from tasks.settings import get_settings
 
         get_settings.cache_clear()

@@ -87,7 +87,7 @@ def main() -> None:
     import psycopg
 
     from app.embedded import embedded_postgres, scratch_database
-    from tasks import pg, retention
+    from tasks.engine import pg, retention
     from tasks.settings import get_settings
 
     with contextlib.ExitStack() as stack:

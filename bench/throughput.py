@@ -120,8 +120,8 @@ class Durable:
     name = f"durable system.canary ({STEPS} steps)"
 
     def __init__(self) -> None:
-        from tasks import pg
-        from tasks.enqueue import EnqueueRequest, enqueue
+        from tasks.engine import pg
+        from tasks.engine.enqueue import EnqueueRequest, enqueue
 
         self.pg, self.enqueue, self.request = pg, enqueue, EnqueueRequest
         self.project = ""

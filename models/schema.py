@@ -170,7 +170,7 @@ class AgentJob(Base):
             postgresql_where=text("concurrency_key IS NOT NULL"),
         ),
         Index("ix_agent_jobs_status_type", "status", "job_type"),
-        # Retention (tasks.retention): the oldest finished jobs first.
+        # Retention (tasks.engine.retention): the oldest finished jobs first.
         Index("ix_agent_jobs_finished", "completed_at",
               postgresql_where=text("status IN ('canceled', 'completed', 'failed')")),
     )
@@ -204,7 +204,7 @@ def managed_by_migrations(name: str | None) -> bool:
 
 class AgentJobEvent(Base):
     """The event log, partitioned by day (migration 0006): retention drops whole days
-    (tasks.retention), so its cost never grows with the table."""
+    (tasks.engine.retention), so its cost never grows with the table."""
 
     __tablename__ = "agent_job_events"
 

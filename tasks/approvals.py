@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from tasks import pg, phases
-from tasks.control import resume_if_ready
+from tasks import phases
 from tasks.effects.review import unknown_blocking_approval
-from tasks.enqueue import EnqueueRequest, enqueue
-from tasks.errors import SwitchyardError
-from tasks.sql import pending_approval, unknown_effect_of_action
+from tasks.engine import pg
+from tasks.engine.control import resume_if_ready
+from tasks.engine.enqueue import EnqueueRequest, enqueue
+from tasks.engine.errors import SwitchyardError
+from tasks.engine.sql import pending_approval, unknown_effect_of_action
 
 DEFAULT_TTL = timedelta(days=7)
 

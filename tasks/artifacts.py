@@ -14,13 +14,13 @@ import unicodedata
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from tasks import pg
 from tasks.artifact_store import storage_key, store
-from tasks.errors import PermanentError
+from tasks.engine import pg
+from tasks.engine.errors import PermanentError
 from tasks.settings import get_settings
 
 if TYPE_CHECKING:
-    from tasks.context import JobContext
+    from tasks.engine.context import JobContext
 
 KIND = re.compile(r"[a-z][a-z0-9_.-]{0,31}")
 KIND_RULE = "1-32 characters: a lowercase letter, then lowercase letters, digits, _ . or -"

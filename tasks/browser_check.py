@@ -29,8 +29,8 @@ from playwright.sync_api import Error as PlaywrightError
 
 from tasks.effects.adapters import http
 from tasks.effects.adapters.base import ProviderResult
-from tasks.errors import PermanentError
-from tasks.system_parts import CHROMIUM
+from tasks.engine.errors import PermanentError
+from tasks.engine.system_parts import CHROMIUM
 
 CHECKS = ("screenshot", "mobile_responsive", "waitlist_form", "meta_tags")
 DESKTOP = ViewportSize(width=1280, height=800)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import logging
 
-from tasks import registry
+from tasks.engine import registry
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ JOB_MODULES: dict[str, tuple[str, ...]] = {
     "tasks.handlers.agent": ("agent.task",),
     "tasks.handlers.approval_execute": ("approval.execute",),
     "tasks.handlers.browser": ("browser.check_page",),
-    "tasks.handlers.canary": ("system.canary",),
+    "tasks.engine.canary": ("system.canary",),
     "tasks.handlers.chat": ("chat.reply",),
     "tasks.handlers.code": ("code.run_task", "code.generate_mvp"),
     "tasks.handlers.code_merge": ("code.run_task_until_merged",),

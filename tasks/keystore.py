@@ -19,8 +19,8 @@ from datetime import datetime
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from tasks import pg
-from tasks.errors import PermanentError
+from tasks.engine import pg
+from tasks.engine.errors import PermanentError
 from tasks.keys import derived_key, key_id
 from tasks.settings import Settings, get_settings
 

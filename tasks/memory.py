@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from tasks import pg
+from tasks.engine import pg
 
 CATEGORIES = ("fact", "preference", "decision", "learning", "context")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from tasks import pg
+from tasks.engine import pg
 
 ATTEMPTS = 50
 

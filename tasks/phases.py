@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tasks.enqueue import EnqueueRequest
+from tasks.engine.enqueue import EnqueueRequest
 
 PHASES = ("idea", "validation", "build", "launch", "growth")
 LAST = len(PHASES) - 1

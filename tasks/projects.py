@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tasks import pg
-from tasks.errors import PermanentError
+from tasks.engine import pg
+from tasks.engine.errors import PermanentError
 from tasks.memory import format_memory_for_prompt, load_memory
 
 

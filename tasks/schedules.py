@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from models.schema import SYSTEM_PROJECT_ID
-from tasks import pg
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine import pg
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 
 DAILY = ("nightshift.cycle_project", "drip.process_digests", "drip.process_nudges")
 

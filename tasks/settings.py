@@ -177,21 +177,21 @@ class Settings:
     github_token: str = field(default="", repr=False)
     ads_api_url: str = ""
     ads_api_key: str = field(default="", repr=False)
-    # tasks.pg: how long an engine write waits out a lost database before giving up.
+    # tasks.engine.pg: how long an engine write waits out a lost database before giving up.
     db_retry_seconds: float = 60.0
-    # tasks.retry: retries that cost no attempt (rate limits) stop after this many, or
+    # tasks.engine.retry: retries that cost no attempt (rate limits) stop after this many, or
     # this long, and no Retry-After parks a job for longer than retry_after_max_seconds.
     free_retry_max: int = 100
     free_retry_max_seconds: float = 6 * 3600.0
     retry_after_max_seconds: float = 3600.0
-    # tasks.retention: terminal jobs and their events kept this many days; the pass runs
+    # tasks.engine.retention: terminal jobs and their events kept this many days; the pass runs
     # every maintenance_seconds.
     retention_days: int = 30
     maintenance_seconds: float = 300.0
     # tasks.research: the operator's web search endpoint (empty: search is off) and its key.
     websearch_url: str = ""
     websearch_key: str = field(default="", repr=False)
-    step_trace_dir: str = ""  # tasks.trace: a journal of step executions (off when empty)
+    step_trace_dir: str = ""  # tasks.engine.trace: a journal of step executions (off when empty)
     # tasks.artifact_store: files jobs write go under data_dir/artifacts unless a bucket is
     # named, then to that S3-compatible store (credentials: these, else boto3's usual chain).
     artifact_max_bytes: int = 100 * 1024 * 1024

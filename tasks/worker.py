@@ -7,10 +7,11 @@ import logging
 from celery import signals
 
 import tasks.catalog  # noqa: F401 - registers every job type
-from tasks import control, lifecycle, pg, retention, runner, schedules, sweeps
+from tasks import schedules
 from tasks.celery_app import MAINTAIN, RUN_JOB, SCHEDULE, SWEEP, app
 from tasks.coding import checkouts
-from tasks.store import Finished
+from tasks.engine import control, lifecycle, pg, retention, runner, sweeps
+from tasks.engine.store import Finished
 
 log = logging.getLogger(__name__)
 

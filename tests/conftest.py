@@ -85,7 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    from tasks import lifecycle
+    from tasks.engine import lifecycle
 
     lifecycle.stop_heartbeat()
     if _services is not None:
@@ -107,7 +107,7 @@ def db() -> Iterator[None]:
     import psycopg
     import redis
 
-    from tasks import pg
+    from tasks.engine import pg
 
     for attempt in range(5):  # a leftover job of an earlier test may hold a lock we need
         try:
@@ -124,7 +124,7 @@ def db() -> Iterator[None]:
 
 @pytest.fixture
 def owner_and_project(db: None) -> tuple[str, str]:
-    from tasks import pg
+    from tasks.engine import pg
 
     owner, project = str(uuid.uuid4()), str(uuid.uuid4())
     pg.fetch("INSERT INTO owners (id, name) VALUES (%s, %s)", (owner, f"owner-{owner[:8]}"))
@@ -145,7 +145,7 @@ def worker() -> Iterator[object]:
     from celery.contrib.testing.worker import start_worker
 
     from tasks.celery_app import app
-    from tasks.queues import QUEUES
+    from tasks.engine.queues import QUEUES
 
     global in_process_worker
     app.conf.worker_prefetch_multiplier = 1
@@ -162,7 +162,7 @@ in_process_worker = None  # the session `worker`, once a test has started it
 @contextlib.contextmanager
 def in_process_worker_paused() -> Iterator[None]:
     """Stop the session worker consuming (for tests whose own processes must get every job)."""
-    from tasks.queues import QUEUES
+    from tasks.engine.queues import QUEUES
 
     w = in_process_worker
     if w is None:

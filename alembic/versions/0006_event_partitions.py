@@ -20,7 +20,7 @@ down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-AHEAD_DAYS = 14  # tasks.retention.AHEAD_DAYS: keep the two in step
+AHEAD_DAYS = 14  # tasks.engine.retention.AHEAD_DAYS: keep the two in step
 
 # A day is made as a table of its own, then attached: ATTACH takes only a SHARE UPDATE
 # EXCLUSIVE lock on the log (CREATE … PARTITION OF would take ACCESS EXCLUSIVE, and wait

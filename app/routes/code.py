@@ -26,8 +26,8 @@ from tasks import keystore
 from tasks.coding import github, merges, webhooks
 from tasks.coding.gitsource import REPO_URL_PATTERN, url_problem
 from tasks.coding.payloads import BRANCH_PATTERN, RunTaskPayload
-from tasks.enqueue import EnqueueRequest, enqueue
-from tasks.errors import RetryableError, SwitchyardError
+from tasks.engine.enqueue import EnqueueRequest, enqueue
+from tasks.engine.errors import RetryableError, SwitchyardError
 from tasks.settings import get_settings
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from app.responses import (
 from app.routes.body import parse_body
 from app.schemas import Integral, Text, has_nul
 from models import Project
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.functions import runs, sandbox, store
 
 bp = Blueprint("functions", __name__)

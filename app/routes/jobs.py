@@ -24,10 +24,10 @@ from app.schemas import JobCreate, JobListQuery, check_payload_types
 from app.sse import event_stream, sse_response, stream_cursor
 from app.stream_slots import take_slot
 from models import AgentJob
-from tasks import control, diagnosis
 from tasks.effects import review
-from tasks.enqueue import EnqueueRequest, enqueue
-from tasks.status import TERMINAL, JobStatus
+from tasks.engine import control, diagnosis
+from tasks.engine.enqueue import EnqueueRequest, enqueue
+from tasks.engine.status import TERMINAL, JobStatus
 
 bp = Blueprint("jobs", __name__)
 

@@ -16,8 +16,8 @@ from app.queries import job_json, require_project
 from app.routes.body import parse_body
 from app.schemas import Strict, Text, has_nul
 from models import AgentJob, Project
-from tasks import control
-from tasks.status import JobStatus
+from tasks.engine import control
+from tasks.engine.status import JobStatus
 
 bp = Blueprint("owner_jobs", __name__)
 

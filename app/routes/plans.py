@@ -26,8 +26,8 @@ from app.plan_schemas import (
 )
 from app.queries import parse_uuid, project_id_for_owner, require_project
 from app.routes.body import parse_body
-from tasks import pg
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine import pg
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.planner import approval, schema, store
 
 bp = Blueprint("plans", __name__)

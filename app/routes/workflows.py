@@ -14,9 +14,9 @@ from app.errors import ApiError, not_found
 from app.queries import parse_uuid, project_id_for_owner, require_project
 from app.routes.body import parse_body
 from app.schemas import WorkflowRunBody, iso
-from tasks import pg, registry
-from tasks.enqueue import EnqueueRequest, enqueue
-from tasks.errors import SwitchyardError
+from tasks.engine import pg, registry
+from tasks.engine.enqueue import EnqueueRequest, enqueue
+from tasks.engine.errors import SwitchyardError
 from tasks.workflows import store
 from tasks.workflows.dag import RUNNING, StepState, step_status
 from tasks.workflows.spec import WorkflowSpec, problems

@@ -8,11 +8,11 @@ import os
 import time
 import uuid
 
-from tasks import pg
 from tasks.coding import git
 from tasks.coding.workspace import workspace_for
+from tasks.engine import pg
+from tasks.engine.status import TERMINAL
 from tasks.settings import get_settings
-from tasks.status import TERMINAL
 
 log = logging.getLogger(__name__)
 ORPHAN_AGE_SECONDS = 24 * 3600  # older than a day, and no live job: nobody will come back

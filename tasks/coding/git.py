@@ -23,7 +23,7 @@ from tasks.coding import gitcmd
 from tasks.coding.gitcmd import NETWORK_TIMEOUT, Auth, GitFailed, check, check_network
 from tasks.coding.gitsource import Source, check_source, pin, url_problem
 from tasks.coding.payloads import _branch
-from tasks.errors import PermanentError
+from tasks.engine.errors import PermanentError
 
 __all__ = [
     "FileStat",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from tasks.errors import PermanentError, RetryableError
+from tasks.engine.errors import PermanentError, RetryableError
 
 AUTHOR_NAME = "Switchyard Agent"
 AUTHOR_EMAIL = "agent@switchyard.local"

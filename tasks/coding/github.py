@@ -17,7 +17,7 @@ import httpx
 
 from tasks.coding.gitcmd import scrub
 from tasks.coding.payloads import GITHUB_REPO
-from tasks.errors import PermanentError, RetryableError
+from tasks.engine.errors import PermanentError, RetryableError
 from tasks.settings import get_settings
 
 TIMEOUT = httpx.Timeout(30.0, connect=10.0)

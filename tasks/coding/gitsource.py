@@ -16,7 +16,7 @@ from typing import Literal
 from urllib.parse import unquote, urlsplit
 
 from tasks import egress
-from tasks.errors import PermanentError, RetryableError
+from tasks.engine.errors import PermanentError, RetryableError
 from tasks.settings import get_settings
 
 SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")

@@ -16,8 +16,8 @@ from typing import Any
 
 from tasks.coding import context_budget, git, sandbox, tools
 from tasks.coding.workspace import Workspace
-from tasks.context import JobContext
-from tasks.deltas import DeltaBuffer
+from tasks.engine.context import JobContext
+from tasks.engine.deltas import DeltaBuffer
 from tasks.llm import get_client
 from tasks.llm.flow import call_llm
 from tasks.llm.types import LLMRequest, LLMResult

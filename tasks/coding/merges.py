@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks import approvals, pg
-from tasks.sql import pending_approval
+from tasks import approvals
+from tasks.engine import pg
+from tasks.engine.sql import pending_approval
 
 WAITING = f"""
 SELECT a.id, a.version, p.owner_id FROM approvals a JOIN projects p ON p.id = a.project_id

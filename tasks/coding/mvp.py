@@ -18,11 +18,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tasks import approvals, artifacts, pg
+from tasks import approvals, artifacts
 from tasks.coding import git
 from tasks.coding.payloads import GenerateMvpPayload
-from tasks.context import JobContext
 from tasks.effects.policy import policy_for
+from tasks.engine import pg
+from tasks.engine.context import JobContext
 from tasks.memory import write_memory
 from tasks.settings import get_settings
 

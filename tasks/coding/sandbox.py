@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.errors import PermanentError
+from tasks.engine.errors import PermanentError
 from tasks.settings import get_settings
 
 SANDBOX_UID = SANDBOX_GID = 65534  # nobody / nogroup

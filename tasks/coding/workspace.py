@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.errors import SwitchyardError
+from tasks.engine.errors import SwitchyardError
 from tasks.settings import get_settings
 
 # A job id names one directory: no separators, no dot-only names, nothing an option

@@ -21,15 +21,16 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from tasks import keystore, pg
+from tasks import keystore
 from tasks.effects import policy, records
 from tasks.effects.adapters import ADAPTERS
 from tasks.effects.adapters.base import Adapter, Credentials, ProviderResult, cannot_tell
 from tasks.effects.records import EffectRecord
 from tasks.effects.redaction import redact, secrets_in_use
-from tasks.errors import PermanentError, RetryableError
+from tasks.engine import pg
+from tasks.engine.errors import PermanentError, RetryableError
+from tasks.engine.storable import to_json
 from tasks.settings import get_settings
-from tasks.storable import to_json
 
 log = logging.getLogger(__name__)
 

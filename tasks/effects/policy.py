@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.errors import PermanentError
+from tasks.engine.errors import PermanentError
 
 
 @dataclass(frozen=True)

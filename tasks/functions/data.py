@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 
-from tasks import pg
+from tasks.engine import pg
 from tasks.functions.tables import (
     WRITABLE_COLUMNS,
     QueryProblem,

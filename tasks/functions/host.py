@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks.context import ChildOutcome, JobContext
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine.context import ChildOutcome, JobContext
+from tasks.engine.enqueue import EnqueueRequest, enqueue
+from tasks.engine.status import JobStatus
 from tasks.functions import sandbox, store, tools
 from tasks.functions.record import Call, Secrets, mismatch
 from tasks.functions.tools import ToolError
-from tasks.status import JobStatus
 
 MAX_DEPTH = 5  # nested tasks.run levels below the function a client started
 MAX_CHILDREN = 20  # tasks.run calls per run

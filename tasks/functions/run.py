@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.context import JobContext
-from tasks.errors import PermanentError
+from tasks.engine.context import JobContext
+from tasks.engine.errors import PermanentError
 from tasks.functions import sandbox
 from tasks.functions.host import FAIL, PERFORM, STOP, Host, Running
 

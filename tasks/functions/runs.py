@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tasks import pg
+from tasks.engine import pg
 
 RUNS = """
 SELECT j.id AS job_id, j.status, j.payload -> 'input' AS input, j.result, j.last_error,

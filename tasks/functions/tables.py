@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tasks.errors import PermanentError
-from tasks.storable import to_json
+from tasks.engine.errors import PermanentError
+from tasks.engine.storable import to_json
 
 # Column types: how a value given for the column is checked and passed to PostgreSQL.
 UUID, TEXT, INT, TIME, JSON = "uuid", "text", "int", "timestamptz", "jsonb"
@@ -136,7 +136,7 @@ DOC_MAX = 256 * 1024  # bytes of JSON per document
 
 
 def storable_json(value: Any, where: str) -> str:
-    # tasks.storable's check (NUL, lone surrogates, NaN), answered as the author's problem.
+    # tasks.engine.storable's check (NUL, lone surrogates, NaN), answered as the author's problem.
     try:
         encoded = to_json(value, where)
     except PermanentError as exc:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tasks import keystore
-from tasks.context import JobContext
+from tasks.engine.context import JobContext
 from tasks.functions import data
 from tasks.functions.record import Secrets
 from tasks.llm import get_client

@@ -6,12 +6,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tasks.context import JobContext
+from tasks.engine.context import JobContext
+from tasks.engine.registry import JobType, register
+from tasks.engine.retry import RetryPolicy
 from tasks.llm import get_client
 from tasks.llm.flow import call_llm
 from tasks.llm.types import LLMRequest
-from tasks.registry import JobType, register
-from tasks.retry import RetryPolicy
 
 SYSTEM = ("You are the {role} of a team of agents working towards a goal. Do the task you "
           "are given with what you know and what the earlier tasks produced, and answer with "

@@ -7,11 +7,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tasks import pg
-from tasks.context import JobContext
 from tasks.effects.ledger import perform
-from tasks.errors import PermanentError
-from tasks.registry import JobType, register
+from tasks.engine import pg
+from tasks.engine.context import JobContext
+from tasks.engine.errors import PermanentError
+from tasks.engine.registry import JobType, register
 
 
 class ExecutePayload(BaseModel):

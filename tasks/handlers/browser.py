@@ -13,10 +13,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tasks import artifacts, browser_check
-from tasks.context import JobContext
+from tasks.engine.context import JobContext
+from tasks.engine.registry import JobType, register
+from tasks.engine.retry import RetryPolicy
 from tasks.memory import write_memory
-from tasks.registry import JobType, register
-from tasks.retry import RetryPolicy
 
 Check = Literal["screenshot", "mobile_responsive", "waitlist_form", "meta_tags"]
 SHOTS = ("screenshot", "mobile_responsive")  # the checks that leave a screenshot

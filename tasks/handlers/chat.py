@@ -8,17 +8,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tasks import pg
-from tasks.context import JobContext
-from tasks.deltas import DeltaBuffer
-from tasks.errors import PermanentError
+from tasks.engine import pg
+from tasks.engine.context import JobContext
+from tasks.engine.deltas import DeltaBuffer
+from tasks.engine.errors import PermanentError
+from tasks.engine.registry import JobType, register
+from tasks.engine.retry import RetryPolicy
 from tasks.llm import get_client
 from tasks.llm.flow import call_llm
 from tasks.llm.types import LLMRequest
 from tasks.memory import write_memory
 from tasks.projects import project_context
-from tasks.registry import JobType, register
-from tasks.retry import RetryPolicy
 
 HISTORY = 20
 
@@ -71,7 +71,7 @@ def handle(ctx: JobContext, p: ChatPayload) -> dict[str, Any]:
     reply_id = ctx.step("store-reply", _store, ctx.project_id, ctx.job_id, p.message_id, text)
     ctx.step("write-memory", write_memory, ctx.project_id, "context", "last-conversation",
              loaded["context"]["user_message"][:500], job_id=ctx.job_id, step="write-memory")
-    # Its deltas go a minute later (tasks.retention.fold_deltas): a stream a moment behind
+    # Its deltas go a minute later (tasks.engine.retention.fold_deltas): a stream a moment behind
     # still shows the reply being written.
     return {"message_id": reply_id, "reply_to": str(p.message_id), "chars": len(text)}
 

@@ -13,15 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tasks import artifacts, pg
+from tasks import artifacts
 from tasks.coding import checkouts, git, github, plans, prompts, repomap, sandbox, tools, verify
 from tasks.coding.loop import Agent, Checkout
 from tasks.coding.payloads import GenerateMvpPayload, RunTaskPayload
 from tasks.coding.tokens import github_token, token_for
 from tasks.coding.workspace import workspace_for
-from tasks.context import JobContext
-from tasks.registry import JobType, register
-from tasks.retry import RetryPolicy
+from tasks.engine import pg
+from tasks.engine.context import JobContext
+from tasks.engine.registry import JobType, register
+from tasks.engine.retry import RetryPolicy
 from tasks.settings import get_settings
 
 MAP_CHARS = 8000

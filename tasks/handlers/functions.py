@@ -8,16 +8,16 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tasks.context import JobContext
-from tasks.errors import PermanentError
+from tasks.engine.context import JobContext
+from tasks.engine.errors import PermanentError
+from tasks.engine.registry import JobType, register
+from tasks.engine.retry import RetryPolicy
 from tasks.functions import generate, sandbox, store
 from tasks.functions.host import MAX_DEPTH, Running
 from tasks.functions.run import run_function
 from tasks.llm import get_client
 from tasks.llm.flow import call_llm
 from tasks.llm.types import LLMRequest
-from tasks.registry import JobType, register
-from tasks.retry import RetryPolicy
 
 Name = Annotated[str, Field(pattern=store.NAME_PATTERN, description=store.NAME_RULE)]
 

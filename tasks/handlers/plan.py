@@ -9,10 +9,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tasks.context import JobContext, describe_error
-from tasks.errors import PermanentError
+from tasks.engine.context import JobContext, describe_error
+from tasks.engine.errors import PermanentError
+from tasks.engine.registry import JobType, register
 from tasks.planner import approval, generate, prompts, repo, roles, run, store
-from tasks.registry import JobType, register
 from tasks.settings import get_settings
 
 

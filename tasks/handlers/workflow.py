@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tasks import registry
-from tasks.context import JobContext
-from tasks.errors import PermanentError, SwitchyardError
-from tasks.registry import JobType, register
+from tasks.engine import registry
+from tasks.engine.context import JobContext
+from tasks.engine.errors import PermanentError, SwitchyardError
+from tasks.engine.registry import JobType, register
 from tasks.settings import MAX_WORKFLOW_PARALLEL, get_settings
 from tasks.workflows import store, templates
 from tasks.workflows.dag import Node, StepState, context

@@ -17,7 +17,7 @@ from typing import Any
 import anthropic
 from anthropic.types import Message
 
-from tasks.errors import PermanentError, RetryableError, SwitchyardError
+from tasks.engine.errors import PermanentError, RetryableError, SwitchyardError
 from tasks.llm.errors import ProviderBusy
 from tasks.llm.pricing import cost_usd
 from tasks.llm.types import LLMRequest, LLMResult, ToolCall, Usage

@@ -6,7 +6,7 @@ through simply waits; `flow.call_llm` also turns it into a pause every worker se
 
 from __future__ import annotations
 
-from tasks.errors import RetryableError
+from tasks.engine.errors import RetryableError
 
 
 class ProviderBusy(RetryableError):

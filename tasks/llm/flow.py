@@ -22,8 +22,8 @@ from typing import Any
 
 import redis
 
-from tasks import pg
-from tasks.errors import PermanentError, Suspend
+from tasks.engine import pg
+from tasks.engine.errors import PermanentError, Suspend
 from tasks.llm.errors import ProviderBusy
 from tasks.llm.types import LLMClient, LLMRequest, LLMResult
 from tasks.settings import get_settings

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from tasks.errors import PermanentError
+from tasks.engine.errors import PermanentError
 
 ActionType = Literal["deploy_hook", "email", "github_dispatch", "ad_campaign"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tasks.context import JobContext
-from tasks.errors import PermanentError
+from tasks.engine.context import JobContext
+from tasks.engine.errors import PermanentError
 from tasks.llm import get_client
 from tasks.llm.flow import call_llm
 from tasks.llm.types import LLMRequest

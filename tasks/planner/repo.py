@@ -9,7 +9,7 @@ from typing import Any
 from tasks.coding import git
 from tasks.coding.tokens import token_for
 from tasks.coding.workspace import workspace_for
-from tasks.errors import PermanentError
+from tasks.engine.errors import PermanentError
 from tasks.planner.prompter import file_tree_summary
 from tasks.settings import get_settings
 

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from tasks import registry
-from tasks.context import JobContext
-from tasks.errors import PermanentError
+from tasks.engine import registry
+from tasks.engine.context import JobContext
+from tasks.engine.errors import PermanentError
 from tasks.planner import generate, prompts, roles, store
 from tasks.planner.prompter import Prior, build_prompt
 from tasks.planner.watch import task_states

@@ -9,9 +9,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from tasks import pg
-from tasks.sql import approval_status, lit, pending_approval
-from tasks.status import TERMINAL, sql_list
+from tasks.engine import pg
+from tasks.engine.sql import approval_status, lit, pending_approval
+from tasks.engine.status import TERMINAL, sql_list
 
 Id = uuid.UUID | str
 TERMINAL_PLAN = ("completed", "failed", "rejected", "canceled")

@@ -10,7 +10,7 @@ import json
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tasks.errors import PermanentError
+from tasks.engine.errors import PermanentError
 
 
 class Figure(BaseModel):

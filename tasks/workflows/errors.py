@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tasks.errors import PermanentError
+from tasks.engine.errors import PermanentError
 
 
 class WorkflowError(PermanentError):

@@ -17,10 +17,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from tasks import pg
 from tasks.approvals import NewApproval, create_approval, decide
-from tasks.dispatch import dispatch
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine import pg
+from tasks.engine.dispatch import dispatch
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 
 RETRY_FOR = 60.0
 

@@ -1,8 +1,8 @@
 """The engine's promise, checked from the records a chaos run leaves (pure: no I/O here).
 
-Inputs are what the database, the workers' step journals (tasks.trace) and the
+Inputs are what the database, the workers' step journals (tasks.engine.trace) and the
 fault injector recorded; the output lists every violation, by kind. Times are wall-clock
-seconds (tasks.trace), already corrected for the worker whose clock the suite
+seconds (tasks.engine.trace), already corrected for the worker whose clock the suite
 set off on purpose.
 """
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from tasks import pg
+from tasks.engine import pg
 from tests.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

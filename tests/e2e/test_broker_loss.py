@@ -7,8 +7,8 @@ import os
 import pytest
 import redis
 
-from tasks import pg
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine import pg
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tests.e2e import procs as p
 
 pytestmark = pytest.mark.e2e

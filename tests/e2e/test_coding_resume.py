@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks import pg
 from tasks.coding.demo import DEMO_TASK, ensure_demo_repo
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine import pg
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.settings import get_settings
 from tests.e2e import procs as p
 from tests.support import coding_brains as brains

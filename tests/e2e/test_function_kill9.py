@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tasks import pg
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine import pg
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.functions import store
 from tests.e2e import procs as p
 from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401

@@ -13,9 +13,9 @@ import time
 import pytest
 import redis
 
-from tasks import pg
-from tasks.dispatch import dispatch
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine import pg
+from tasks.engine.dispatch import dispatch
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tests.e2e import procs as p
 
 pytestmark = pytest.mark.e2e

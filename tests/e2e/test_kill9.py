@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tests.e2e import procs as p
 
 pytestmark = pytest.mark.e2e

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from tasks import pg
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine import pg
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.settings import get_settings
 from tests.e2e import procs as p
 

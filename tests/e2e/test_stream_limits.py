@@ -22,7 +22,7 @@ import simple_websocket
 from app.db import session_factory
 from app.tokens import create_token
 from models.db import session_scope
-from tasks import pg
+from tasks.engine import pg
 from tests.e2e.procs import Proc, Procs
 
 pytestmark = pytest.mark.e2e

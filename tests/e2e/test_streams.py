@@ -28,7 +28,7 @@ from app.db import session_factory
 from app.hub import QUEUE_LIMIT
 from app.tokens import create_token
 from models.db import session_scope
-from tasks import pg
+from tasks.engine import pg
 from tests.e2e.procs import Proc, Procs, wait
 
 pytestmark = pytest.mark.e2e

@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from tasks import pg
-from tasks.sweeps import SWEEPS, current_tick
+from tasks.engine import pg
+from tasks.engine.sweeps import SWEEPS, current_tick
 from tests.e2e import procs as p
 
 pytestmark = pytest.mark.e2e

@@ -23,7 +23,7 @@ import pytest
 from app.db import session_factory
 from app.tokens import create_token
 from models.db import session_scope
-from tasks import pg
+from tasks.engine import pg
 from tests.e2e.procs import ROOT, Proc, Procs, status, status_events
 from tests.e2e.procs import wait as wait_for
 

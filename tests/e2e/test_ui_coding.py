@@ -18,7 +18,7 @@ import pytest
 from app.db import session_factory
 from app.tokens import create_token
 from models.db import session_scope
-from tasks import pg
+from tasks.engine import pg
 from tests.e2e.procs import Procs
 from tests.e2e.test_ui import (  # noqa: F401 - `page` is a fixture, used by name
     Site,
@@ -58,7 +58,7 @@ def running_job(project: str, job_type: str = "code.run_task") -> str:
 
 
 def emit(job_id: str, project: str, type_: str, data: dict[str, Any]) -> None:
-    """One event as the engine stores it (tasks.context.JobContext.emit)."""
+    """One event as the engine stores it (tasks.engine.context.JobContext.emit)."""
     pg.fetch("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
              "VALUES (%s, %s, %s, %s, %s::jsonb)",
              (job_id, project, type_, f"{type_} {data.get('phase') or data.get('name') or ''}",

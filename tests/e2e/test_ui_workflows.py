@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tasks import pg
+from tasks.engine import pg
 from tests.e2e.browser import (
     Page,
     Site,

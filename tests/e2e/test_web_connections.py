@@ -22,7 +22,7 @@ import pytest
 from app.db import session_factory
 from app.tokens import create_token
 from models.db import session_scope
-from tasks import pg
+from tasks.engine import pg
 from tasks.settings import get_settings
 from tests.e2e.procs import Procs
 from tests.e2e.test_db_outage_web import _through

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tasks import pg
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine import pg
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.workflows import store
 from tasks.workflows.spec import WorkflowSpec
 from tests.e2e import procs as p

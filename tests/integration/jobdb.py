@@ -10,8 +10,8 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
-from tasks import pg, sweeps
-from tasks.enqueue import Enqueued, EnqueueRequest, enqueue
+from tasks.engine import pg, sweeps
+from tasks.engine.enqueue import Enqueued, EnqueueRequest, enqueue
 from tests.conftest import wait_until
 
 TERMINAL = ("completed", "failed", "canceled")

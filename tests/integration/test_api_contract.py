@@ -23,7 +23,7 @@ from app.ratelimit import RateLimiter
 from app.tokens import create_token, revoke_token
 from app.web import MAX_BODY_BYTES, create_app
 from models.db import session_scope
-from tasks import pg
+from tasks.engine import pg
 from tasks.settings import SettingsError, get_settings
 from tests.conftest import wait_until
 from tests.integration.jobdb import status_history

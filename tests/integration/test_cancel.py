@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from tasks import control, pg, runner, sweeps
-from tasks.pg import connect
+from tasks.engine import control, pg, runner, sweeps
+from tasks.engine.pg import connect
 from tests.conftest import wait_until
 from tests.integration.jobdb import job, new_job, park, status_history, step_events, steps, wait_for
 

@@ -8,9 +8,9 @@ import time
 import uuid
 from pathlib import Path
 
-from tasks import pg
 from tasks.coding import checkouts
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine import pg
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.settings import get_settings
 
 DAY = 24 * 3600

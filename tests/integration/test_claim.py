@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tasks import pg, store
+from tasks.engine import pg, store
 from tests.integration.jobdb import in_threads, job, new_job, status_history
 
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from tasks import keystore, pg
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks import keystore
+from tasks.engine import pg
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tests.conftest import wait_until
 from tests.integration.jobdb import wait_for
 from tests.integration.test_api_contract import Caller

@@ -14,7 +14,7 @@ import pytest
 
 from tasks import egress
 from tasks.coding import git, gitcmd
-from tasks.errors import PermanentError, RetryableError
+from tasks.engine.errors import PermanentError, RetryableError
 from tests.support.git_http import basic, git_http_server
 
 ALLOW_LOOPBACK = egress.Allow.parse("127.0.0.1")

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tasks.coding import github
-from tasks.errors import PermanentError, RetryableError
+from tasks.engine.errors import PermanentError, RetryableError
 from tasks.settings import get_settings
 from tests.support.fake_github import TOKEN, FakeGithub, fake_github  # noqa: F401
 

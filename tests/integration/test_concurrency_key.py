@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tasks import pg
+from tasks.engine import pg
 from tests.integration.jobdb import job, new_job, sample_while
 
 
@@ -68,7 +68,7 @@ def test_every_freed_slot_wakes_a_distinct_waiter(project, monkeypatch):
 
     Publishing is recorded instead of sent, so no worker can claim in between.
     """
-    from tasks import control, store
+    from tasks.engine import control, store
 
     woken: list[str] = []
     monkeypatch.setattr(control, "dispatch_quietly", lambda job_id, *_: woken.append(str(job_id)))

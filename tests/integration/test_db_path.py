@@ -13,8 +13,8 @@ from app.tokens import create_token
 from app.web import create_app
 from models import Project
 from models.db import session_scope
-from tasks import pg
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine import pg
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 
 
 def _project() -> uuid.UUID:

@@ -16,14 +16,15 @@ from typing import Any
 
 import pytest
 
-from tasks import keystore, pg
+from tasks import keystore
 from tasks.effects import ledger, outbox
 from tasks.effects.adapters import ADAPTERS
 from tasks.effects.adapters.base import Adapter, Credentials, ProviderResult
 from tasks.effects.adapters.deploy_hook import signature
 from tasks.effects.adapters.email import message_id
 from tasks.effects.policy import CapReached, NotPermitted, Policy, policy_for
-from tasks.errors import PermanentError, RetryableError
+from tasks.engine import pg
+from tasks.engine.errors import PermanentError, RetryableError
 from tasks.settings import get_settings
 from tests.integration.jobdb import in_threads
 from tests.support.fake_providers import (  # noqa: F401 - the fixtures are used by name

@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from tasks import pg
-from tasks.enqueue import EnqueueRequest, ProjectNotFound, enqueue
-from tasks.errors import InvalidPayload, UnknownJobType
+from tasks.engine import pg
+from tasks.engine.enqueue import EnqueueRequest, ProjectNotFound, enqueue
+from tasks.engine.errors import InvalidPayload, UnknownJobType
 from tests.integration.jobdb import in_threads, job, status_history
 
 

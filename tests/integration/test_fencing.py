@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import threading
 
-from tasks import pg, runner, store, sweeps
-from tasks.events import status_data, step_data
-from tasks.status import JobStatus
+from tasks.engine import pg, runner, store, sweeps
+from tasks.engine.events import status_data, step_data
+from tasks.engine.status import JobStatus
 from tests.integration.jobdb import job, new_job, status_history, step_events, wait_for
 
 S = JobStatus
@@ -81,7 +81,7 @@ def test_a_finish_by_an_older_run_is_refused(project) -> None:
 
 def test_a_duplicate_delivery_to_this_process_leaves_the_live_run_heartbeating(project) -> None:
     # Given a run in progress in this process (its heartbeat covers it)
-    from tasks import lifecycle
+    from tasks.engine import lifecycle
 
     run = _claim(project)
     lifecycle.holding(run.token, run.id)

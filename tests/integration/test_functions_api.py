@@ -3,7 +3,7 @@ writes nothing, runs started and listed, another owner's functions not found."""
 
 from __future__ import annotations
 
-from tasks import pg
+from tasks.engine import pg
 from tests.integration.jobdb import wait_for
 from tests.integration.test_api_contract import Caller, alice, bob, client  # noqa: F401
 

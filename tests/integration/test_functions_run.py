@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tasks import keystore, pg
+from tasks import keystore
+from tasks.engine import pg
 from tasks.functions import store
 from tasks.functions.host import MAX_DEPTH
 from tests.conftest import wait_until

@@ -19,7 +19,7 @@ import pytest
 from app import hub as hub_module
 from app.hub import EventHub, Subscription
 from app.sse import event_stream, format_event
-from tasks import pg
+from tasks.engine import pg
 
 pytestmark = pytest.mark.usefixtures("db")
 

@@ -22,8 +22,10 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from tasks import pg
-from tasks.errors import PermanentError, RetryableError, Suspend
+from tasks.engine import pg
+from tasks.engine.errors import PermanentError, RetryableError, Suspend
+from tasks.engine.registry import JobType, register
+from tasks.engine.retry import RetryPolicy
 from tasks.llm import get_client, reset_client
 from tasks.llm.anthropic_provider import AnthropicProvider
 from tasks.llm.errors import ProviderBusy
@@ -32,8 +34,6 @@ from tasks.llm.packet import PacketAction, parse_packet
 from tasks.llm.pricing import DEFAULT_PRICE, price_for
 from tasks.llm.scripted import ScriptedProvider
 from tasks.llm.types import LLMRequest, LLMResult, Usage
-from tasks.registry import JobType, register
-from tasks.retry import RetryPolicy
 from tasks.settings import SettingsError, get_settings
 from tests.conftest import wait_until
 from tests.integration.jobdb import job, new_job, status_history, wait_for

@@ -23,7 +23,7 @@ from app.db import session_factory
 from app.tokens import create_token, list_tokens
 from app.web import create_app
 from models.db import session_scope
-from tasks import pg
+from tasks.engine import pg
 from tasks.settings import get_settings
 from tests.integration.test_ui_session import sign_in
 

@@ -28,8 +28,8 @@ from app.openapi import build_document
 from app.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
-from tasks import pg
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine import pg
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.settings import get_settings
 
 STREAMS = ("/api/projects/{pid}/events", "/api/jobs/{jid}/events")
@@ -251,7 +251,7 @@ def test_every_route_is_documented_and_every_documented_route_exists(app) -> Non
 
 
 def test_job_create_has_one_variant_per_registered_job_type() -> None:
-    from tasks import registry
+    from tasks.engine import registry
 
     schemas = build_document()["components"]["schemas"]
     mapping = schemas["JobCreate"]["discriminator"]["mapping"]

@@ -15,8 +15,8 @@ from app.db import session_factory
 from app.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
-from tasks import pg
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine import pg
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tests.conftest import wait_until
 
 HOOK = "https://hooks.example.test/deploy/site"

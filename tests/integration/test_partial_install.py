@@ -23,7 +23,7 @@ from app.db import session_factory
 from app.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
-from tasks import pg, runner
+from tasks.engine import pg, runner
 
 with session_scope(session_factory()) as session:
     _, token = create_token(session, "partial")
@@ -78,8 +78,8 @@ def test_an_unimportable_handler_module_fails_only_its_own_job_types(db) -> None
 def test_a_missing_system_part_fails_only_the_job_that_needs_it(
         worker, project, tmp_path, monkeypatch) -> None:
     # Given a machine without Chromium
-    from tasks import system_parts
-    from tasks.enqueue import EnqueueRequest, enqueue
+    from tasks.engine import system_parts
+    from tasks.engine.enqueue import EnqueueRequest, enqueue
     from tests.integration.jobdb import wait_for
 
     monkeypatch.setattr(system_parts, "CHROMIUM", tmp_path / "no-chromium")

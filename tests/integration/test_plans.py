@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tasks import pg
+from tasks.engine import pg
 from tasks.llm import reset_client
 from tasks.planner import store
 from tasks.settings import get_settings

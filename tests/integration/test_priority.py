@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks import pg
-from tasks.dispatch import dispatch
+from tasks.engine import pg
+from tasks.engine.dispatch import dispatch
 from tests.integration.jobdb import new_job, wait_until
 
 QUEUE = "test-priority"

@@ -78,7 +78,7 @@ def test_bad_settings_are_refused_naming_the_field(client_and_token, body, field
                                       "chat.reply"])
 def test_internal_job_types_cannot_be_enqueued_over_http(client_and_token, job_type) -> None:
     """Effects run only through approvals and sweeps only from beat: the API refuses them."""
-    from tasks import pg
+    from tasks.engine import pg
 
     client, auth = client_and_token
     pid = client.post("/api/projects", headers=auth, json={"name": "Acme"}).json["id"]

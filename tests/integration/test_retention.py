@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tasks import pg, retention
+from tasks.engine import pg, retention
 
 DAYS = 30
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tasks import control, lifecycle, pg, store
-from tasks.context import to_json
-from tasks.errors import PermanentError
+from tasks.engine import control, lifecycle, pg, store
+from tasks.engine.context import to_json
+from tasks.engine.errors import PermanentError
 from tests.conftest import in_process_worker_paused
 from tests.integration.jobdb import new_job
 

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from tasks import control, pg, runner
+from tasks.engine import control, pg, runner
 from tests.integration.jobdb import job, new_job, status_history, step_events, steps, wait_for
 
 

@@ -1,5 +1,5 @@
-from tasks import pg
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine import pg
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tests.conftest import wait_until
 
 

@@ -26,13 +26,14 @@ from app.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
 from models.schema import SYSTEM_PROJECT_ID
-from tasks import pg, schedules
+from tasks import schedules
 from tasks.approvals import NewApproval, create_approval
 from tasks.celery_app import SCHEDULE
 from tasks.celery_app import app as celery_app
 from tasks.effects import outbox
 from tasks.effects.adapters.email import message_id
-from tasks.enqueue import EnqueueRequest, enqueue
+from tasks.engine import pg
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.llm import reset_client
 from tasks.phases import PHASES
 from tasks.settings import get_settings

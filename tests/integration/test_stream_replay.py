@@ -20,7 +20,7 @@ from app import pgpool
 from app.hub import EventHub, Subscription
 from app.sse import event_stream
 from app.web import create_app
-from tasks import pg
+from tasks.engine import pg
 from tasks.settings import get_settings
 from tests.integration.test_api_contract import Caller, _caller
 

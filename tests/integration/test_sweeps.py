@@ -12,8 +12,8 @@ from datetime import timedelta
 
 import pytest
 
-from tasks import pg, sweeps
-from tasks.sweeps import SWEEP_LOCK
+from tasks.engine import pg, sweeps
+from tasks.engine.sweeps import SWEEP_LOCK
 from tests.integration.jobdb import (
     job,
     new_job,
@@ -305,7 +305,7 @@ def test_the_current_tick_follows_the_sweep_interval():
 
 
 def test_a_sweep_already_in_progress_elsewhere_makes_this_one_skip(project):
-    from tasks.pg import connect
+    from tasks.engine.pg import connect
 
     job_id = new_job(project, publish=False)
     park(job_id)
@@ -321,7 +321,7 @@ def test_a_sweep_already_in_progress_elsewhere_makes_this_one_skip(project):
 
 def test_a_live_worker_in_a_long_step_keeps_its_job(worker, project):
     """The heartbeat outlives the stale window (3s in tests): a slow step is not 'dead'."""
-    from tasks import lifecycle
+    from tasks.engine import lifecycle
 
     job_id = new_job(project, payload={"steps": 1, "step_seconds": 4.0})
     wait_for(job_id, "running", timeout=60)  # a loaded machine: the claim may wait

@@ -25,7 +25,7 @@ from app.routes import ui
 from app.tokens import create_token, hash_token, revoke_token
 from app.web import create_app
 from models.db import session_scope
-from tasks import pg
+from tasks.engine import pg
 from tasks.keys import SECRET_FILE, master_key
 from tasks.settings import SettingsError, get_settings
 

@@ -6,7 +6,7 @@ import time
 from collections import Counter
 from datetime import timedelta
 
-from tasks import pg, sweeps
+from tasks.engine import pg, sweeps
 from tests.integration.jobdb import (
     job,
     new_job,

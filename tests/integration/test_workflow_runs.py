@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tasks import pg
+from tasks.engine import pg
 from tests.conftest import wait_until
 from tests.integration.test_api_contract import Caller, alice, bob, client  # noqa: F401
 
@@ -187,7 +187,7 @@ def test_another_owners_run_is_not_found(alice: Caller, bob: Caller) -> None:  #
 
 
 def test_a_gate_that_expires_unswept_fails_its_step(alice: Caller) -> None:  # noqa: F811
-    from tasks.control import resume_if_ready
+    from tasks.engine.control import resume_if_ready
 
     wid = save(alice, [{"name": "deploy", "job_type": "system.canary",
                         "requires_approval": True}])

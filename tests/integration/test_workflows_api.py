@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from tasks import pg
+from tasks.engine import pg
 from tests.integration.test_api_contract import Caller, alice, bob, client  # noqa: F401
 
 STEPS = [

@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tasks.errors import PermanentError, RetryableError, Suspend
-from tasks.registry import JobType, register
-from tasks.retry import RetryPolicy
+from tasks.engine.errors import PermanentError, RetryableError, Suspend
+from tasks.engine.registry import JobType, register
+from tasks.engine.retry import RetryPolicy
 
 FAST_RETRY = RetryPolicy(base_seconds=0.05, max_seconds=0.1)
 
@@ -130,7 +130,7 @@ def canceled_mid_step(ctx, p: CanceledMidStep) -> None:
 
     No step boundary follows, so only the runner can notice it.
     """
-    from tasks import control
+    from tasks.engine import control
 
     def work() -> None:
         control.cancel_tree(ctx.job_id)  # as if a user pressed cancel just now

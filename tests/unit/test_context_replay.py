@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tasks import store
-from tasks.context import JobContext
-from tasks.errors import NonDeterministicStep
+from tasks.engine import store
+from tasks.engine.context import JobContext
+from tasks.engine.errors import NonDeterministicStep
 
 
 def claimed(*steps: tuple[str, str, object], attempt: int = 2) -> store.ClaimedJob:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.ratelimit import RateLimiter
 from tasks.approvals import args_hash
-from tasks.deltas import DeltaBuffer
+from tasks.engine.deltas import DeltaBuffer
 
 
 class Clock:

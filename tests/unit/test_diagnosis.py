@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tasks.diagnosis import Facts, Peer, diagnose
+from tasks.engine.diagnosis import Facts, Peer, diagnose
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 

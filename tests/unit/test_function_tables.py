@@ -1,4 +1,4 @@
-"""A document a function writes is checked by the one storable-JSON rule (tasks.storable),
+"""A document a function writes is checked by the one storable-JSON rule (tasks.engine.storable),
 answered as the author's problem, and capped in size."""
 
 from __future__ import annotations

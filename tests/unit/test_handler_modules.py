@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib
 
-from tasks import registry
 from tasks.catalog import JOB_MODULES
+from tasks.engine import registry
 
 
 def test_each_job_module_registers_exactly_the_job_types_listed_for_it() -> None:

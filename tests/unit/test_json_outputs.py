@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tasks.context import describe_error, to_json
-from tasks.errors import PermanentError
+from tasks.engine.context import describe_error, to_json
+from tasks.engine.errors import PermanentError
 
 
 @pytest.mark.parametrize(

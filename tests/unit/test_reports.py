@@ -9,7 +9,7 @@ import pytest
 from pptx import Presentation
 from pypdf import PdfReader
 
-from tasks.errors import PermanentError
+from tasks.engine.errors import PermanentError
 from tasks.reports.outline import Figure, Finding, Outline, parse_outline
 from tasks.reports.pdf import build_pdf
 from tasks.reports.pptx import build_pptx

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tasks.errors import (
+from tasks.engine.errors import (
     InvalidPayload,
     JobTimeout,
     NonDeterministicStep,
@@ -14,7 +14,7 @@ from tasks.errors import (
     RetryableError,
     UnknownJobType,
 )
-from tasks.retry import Fail, Retry, RetryLimits, RetryPolicy, compute_backoff, decide
+from tasks.engine.retry import Fail, Retry, RetryLimits, RetryPolicy, compute_backoff, decide
 
 NO_JITTER = RetryPolicy(base_seconds=1.0, factor=2.0, max_seconds=300.0, jitter=0.0)
 HALF = RetryPolicy(base_seconds=1.0, factor=2.0, max_seconds=300.0, jitter=0.5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.status import (
+from tasks.engine.status import (
     ACTIVE,
     TERMINAL,
     TRANSITIONS,

@@ -260,7 +260,7 @@ def test_a_condition_that_is_not_text_is_a_condition_error() -> None:
 
 
 def test_condition_errors_are_permanent_workflow_errors_that_survive_pickling() -> None:
-    from tasks.errors import PermanentError
+    from tasks.engine.errors import PermanentError
 
     assert issubclass(ConditionError, WorkflowError)
     assert issubclass(ConditionError, PermanentError)

@@ -185,7 +185,7 @@ def test_payloads_nested_past_the_limit_are_refused_not_recursed_into() -> None:
 
 
 def test_template_errors_are_permanent_workflow_errors() -> None:
-    from tasks.errors import PermanentError
+    from tasks.engine.errors import PermanentError
 
     assert issubclass(TemplateError, WorkflowError)
     assert issubclass(TemplateError, PermanentError)

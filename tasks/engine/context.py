@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from tasks import lifecycle, pg, start_watch, store, trace
-from tasks.errors import (
+from tasks.engine import lifecycle, pg, start_watch, store, trace
+from tasks.engine.errors import (
     CancelRequested,
     JobTimeout,
     LostOwnership,
@@ -24,10 +24,10 @@ from tasks.errors import (
     ShutdownRequested,
     Suspend,
 )
-from tasks.events import STEP_COMPLETED, STEP_FAILED, STEP_STARTED, step_data, step_message
-from tasks.sql import one_ended
-from tasks.status import TERMINAL, JobStatus
-from tasks.storable import to_json
+from tasks.engine.events import STEP_COMPLETED, STEP_FAILED, STEP_STARTED, step_data, step_message
+from tasks.engine.sql import one_ended
+from tasks.engine.status import TERMINAL, JobStatus
+from tasks.engine.storable import to_json
 
 T = TypeVar("T")
 
@@ -61,7 +61,7 @@ class JobContext:
         self._seq = 0
         self._counters: dict[str, int] = {}
         self.pending: store.PendingStep | None = None
-        self._wrote = False  # anything written since the claim? (see tasks.start_watch)
+        self._wrote = False  # anything written since the claim? (see tasks.engine.start_watch)
         self._deadline = time.monotonic() + job.timeout_seconds if job.timeout_seconds else None
 
     @property
@@ -136,7 +136,7 @@ class JobContext:
 
     def spawn(self, job_type: str, payload: dict[str, Any], **options: Any) -> str:
         """Enqueue a child once per parent and position; returns its id."""
-        from tasks.enqueue import EnqueueRequest, enqueue
+        from tasks.engine.enqueue import EnqueueRequest, enqueue
 
         n = self._next("spawn")
 

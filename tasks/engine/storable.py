@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from tasks.errors import PermanentError
+from tasks.engine.errors import PermanentError
 
 # A JSON \u0000 escape (not preceded by an escaped backslash): jsonb refuses it.
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")

@@ -8,10 +8,10 @@ from typing import Any
 
 import psycopg
 
-from tasks import control, lifecycle, registry, store, system_parts
-from tasks.context import JobContext, describe_error, to_json
-from tasks.dispatch import dispatch_quietly
-from tasks.errors import (
+from tasks.engine import control, lifecycle, registry, store, system_parts
+from tasks.engine.context import JobContext, describe_error, to_json
+from tasks.engine.dispatch import dispatch_quietly
+from tasks.engine.errors import (
     CancelRequested,
     LostOwnership,
     RetryableError,
@@ -19,11 +19,11 @@ from tasks.errors import (
     Suspend,
     SwitchyardError,
 )
-from tasks.events import status_data
-from tasks.pg import DatabaseUnavailable, is_connection_error
-from tasks.retry import Fail, Retry, RetryLimits, RetryPolicy, decide
+from tasks.engine.events import status_data
+from tasks.engine.pg import DatabaseUnavailable, is_connection_error
+from tasks.engine.retry import Fail, Retry, RetryLimits, RetryPolicy, decide
+from tasks.engine.status import JobStatus
 from tasks.settings import get_settings
-from tasks.status import JobStatus
 
 log = logging.getLogger(__name__)
 S = JobStatus
@@ -128,7 +128,7 @@ def _run_handler(job: store.ClaimedJob, worker: str) -> str:
 
 
 def _finish(ctx: JobContext, new: JobStatus, **kwargs: Any) -> str:
-    """Write the run's last move, then whatever follows it (tasks.control.after_transition)."""
+    """Write the run's last move, then whatever follows it (control.after_transition)."""
     # A retry or a failure says why in its event, as the sweeps' moves do.
     reason = kwargs.get("error")
     status_event = store.event(3, "status", new.value, status_data(new, S.RUNNING, reason))

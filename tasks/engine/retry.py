@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from tasks.errors import PermanentError, RetryableError
+from tasks.engine.errors import PermanentError, RetryableError
 
 
 @dataclass(frozen=True)

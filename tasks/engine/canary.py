@@ -6,10 +6,10 @@ import time
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tasks.context import JobContext
-from tasks.errors import RetryableError
-from tasks.registry import JobType, register
-from tasks.retry import RetryPolicy
+from tasks.engine.context import JobContext
+from tasks.engine.errors import RetryableError
+from tasks.engine.registry import JobType, register
+from tasks.engine.retry import RetryPolicy
 
 
 class CanaryPayload(BaseModel):

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from tasks.errors import InvalidPayload, JobTypeUnavailable, UnknownJobType
-from tasks.queues import QUEUES
-from tasks.retry import RetryPolicy
+from tasks.engine.errors import InvalidPayload, JobTypeUnavailable, UnknownJobType
+from tasks.engine.queues import QUEUES
+from tasks.engine.retry import RetryPolicy
 
-if TYPE_CHECKING:  # tasks.context imports the engine below this module
-    from tasks.context import JobContext
+if TYPE_CHECKING:  # tasks.engine.context imports the engine below this module
+    from tasks.engine.context import JobContext
 
 Handler = Callable[["JobContext", Any], Any]  # (context, validated payload) -> JSON-able result
 
@@ -33,7 +33,7 @@ class JobType:
     # What to release on this machine once a job has ended in any state (completed, failed,
     # canceled, timed out): called with the job's id by the worker that ran it last.
     on_end: Callable[[str], None] | None = None
-    # Programs from the machine (tasks.system_parts.PARTS) a run needs: without one the job
+    # Programs from the machine (tasks.engine.system_parts.PARTS) a run needs: without one the job
     # fails at once, saying what is missing and how to install it.
     requires: tuple[str, ...] = ()
 

@@ -189,7 +189,7 @@ def persisting(fn: Callable[[], T], *, what: str = "a database write") -> T:
     """Run `fn`, retrying on a fresh connection while the database is unreachable.
 
     `fn` must be safe to run again after a lost connection: its statement either
-    did not commit, or is written to notice that it did (tasks.store's writes).
+    did not commit, or is written to notice that it did (tasks.engine.store's writes).
     """
     deadline = time.monotonic() + get_settings().db_retry_seconds
     delay, failures = 0.05, 0

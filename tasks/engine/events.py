@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from tasks.status import JobStatus
+from tasks.engine.status import JobStatus
 
 STEP_STARTED, STEP_COMPLETED, STEP_FAILED = "started", "completed", "failed"
 
 
 def status_data(new: JobStatus, old: JobStatus | None, reason: str | None = None) -> str:
-    """The same shape as tasks.sql.status_event: {"status", "from", "reason"?}."""
+    """The same shape as tasks.engine.sql.status_event: {"status", "from", "reason"?}."""
     data = {"status": new.value, "from": old.value if old else None}
     if reason:
         data["reason"] = reason

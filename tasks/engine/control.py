@@ -7,9 +7,9 @@ from __future__ import annotations
 import logging
 import uuid
 
-from tasks import pg
-from tasks.dispatch import dispatch_quietly
-from tasks.sql import (
+from tasks.engine import pg
+from tasks.engine.dispatch import dispatch_quietly
+from tasks.engine.sql import (
     MOVED_COLUMNS,
     lit,
     moved_columns,
@@ -17,8 +17,8 @@ from tasks.sql import (
     running_under_key,
     status_event,
 )
-from tasks.status import TERMINAL, JobStatus, guard
-from tasks.store import Finished
+from tasks.engine.status import TERMINAL, JobStatus, guard
+from tasks.engine.store import Finished
 
 log = logging.getLogger(__name__)
 S = JobStatus

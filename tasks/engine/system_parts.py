@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.errors import JobTypeUnavailable
+from tasks.engine.errors import JobTypeUnavailable
 
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's package; Playwright never downloads one
 APT = "apt-get install -y"

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from tasks import pg
-from tasks.sql import MOVED_COLUMNS, lit, owns_run, running_under_key, status_event
-from tasks.status import TERMINAL, IllegalTransition, JobStatus, can_transition, guard
+from tasks.engine import pg
+from tasks.engine.sql import MOVED_COLUMNS, lit, owns_run, running_under_key, status_event
+from tasks.engine.status import TERMINAL, IllegalTransition, JobStatus, can_transition, guard
 
 S = JobStatus
 
@@ -188,7 +188,7 @@ def has_ended(job_id: uuid.UUID | str) -> bool:
 
 
 # A step's outcome: an update of the row its start wrote, or an upsert when its
-# start was deferred (the first step after a claim, see tasks.start_watch).
+# start was deferred (the first step after a claim, see tasks.engine.start_watch).
 DONE_STEP = """
     UPDATE job_steps SET status = %(done_status)s::text, output = %(done_output)s::jsonb,
         error = %(done_error)s::text, finished_at = now()
@@ -275,7 +275,7 @@ def checkpoint(
     """Write; return cancel_requested, or None when this run no longer owns the job.
 
     `wseq`: this write's number in the run (None: unnumbered, applied every time).
-    A lost connection is retried (tasks.pg.persist_one): the write is idempotent.
+    A lost connection is retried (tasks.engine.pg.persist_one): the write is idempotent.
     """
     params = owner.params() | _done_params(pending)
     params |= {"wseq": wseq, "seq": seq, "name": name, "events": json.dumps(events or []),

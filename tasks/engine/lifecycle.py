@@ -20,10 +20,10 @@ import time
 import uuid
 from typing import Any
 
-from tasks import pg
+from tasks.engine import pg
+from tasks.engine.sql import MOVED_COLUMNS, lit, status_event
+from tasks.engine.status import JobStatus, guard
 from tasks.settings import get_settings
-from tasks.sql import MOVED_COLUMNS, lit, status_event
-from tasks.status import JobStatus, guard
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ def release_all() -> list[dict[str, Any]]:
     """At process exit: give every job this process still holds back to the queue.
 
     A hand-back is not a failure, so it gives the attempt back. The caller runs
-    tasks.control.after_transition on each row (this module sits below it).
+    tasks.engine.control.after_transition on each row (this module sits below it).
     """
     stop_heartbeat()
     try:

@@ -12,10 +12,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tasks import pg
+from tasks.engine import pg
+from tasks.engine.sql import running_under_key, visible_to
+from tasks.engine.status import TERMINAL, JobStatus
 from tasks.settings import get_settings
-from tasks.sql import running_under_key, visible_to
-from tasks.status import TERMINAL, JobStatus
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ from typing import Any
 
 import psycopg
 
-from tasks import pg, registry
-from tasks.dispatch import dispatch_quietly
-from tasks.errors import InvalidPayload, PermanentError, SwitchyardError
-from tasks.queues import DEFAULT_PRIORITY, MAX_PRIORITY
-from tasks.sql import lit, status_event
-from tasks.storable import to_json
+from tasks.engine import pg, registry
+from tasks.engine.dispatch import dispatch_quietly
+from tasks.engine.errors import InvalidPayload, PermanentError, SwitchyardError
+from tasks.engine.queues import DEFAULT_PRIORITY, MAX_PRIORITY
+from tasks.engine.sql import lit, status_event
+from tasks.engine.storable import to_json
 
 
 class ProjectNotFound(SwitchyardError):

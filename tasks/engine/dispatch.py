@@ -10,7 +10,7 @@ import logging
 import uuid
 
 from tasks.celery_app import RUN_JOB, app
-from tasks.queues import broker_priority
+from tasks.engine.queues import broker_priority
 from tasks.settings import get_settings
 
 log = logging.getLogger(__name__)

@@ -22,9 +22,9 @@ from datetime import date, datetime, timedelta
 
 import psycopg
 
-from tasks import pg
+from tasks.engine import pg
+from tasks.engine.status import TERMINAL
 from tasks.settings import get_settings
-from tasks.status import TERMINAL
 
 log = logging.getLogger(__name__)
 

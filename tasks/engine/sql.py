@@ -7,9 +7,9 @@ once here and used by name, so the statements cannot drift apart.
 
 from __future__ import annotations
 
-from tasks.status import TERMINAL, sql_list
+from tasks.engine.status import TERMINAL, sql_list
 
-# What every statement that moves a job returns: what tasks.store.Finished needs.
+# What every statement that moves a job returns: what tasks.engine.store.Finished needs.
 _MOVED = ("id", "project_id", "parent_job_id", "concurrency_key", "queue", "priority",
           "cancel_requested", "status")
 

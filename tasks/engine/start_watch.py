@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tasks import store
-from tasks.events import STEP_STARTED, step_data, step_message
+from tasks.engine import store
+from tasks.engine.events import STEP_STARTED, step_data, step_message
 
 log = logging.getLogger(__name__)
 

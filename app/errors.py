@@ -10,10 +10,10 @@ from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
 from app import responses
-from tasks.effects.review import UnknownEffectPending
 from tasks.engine import pg
 from tasks.engine.enqueue import ProjectNotFound
 from tasks.engine.errors import InvalidPayload, JobTypeUnavailable, UnknownJobType
+from tasks.services.effects.review import UnknownEffectPending
 
 log = logging.getLogger(__name__)
 

@@ -33,11 +33,11 @@ from app.schemas import (
     WorkflowRunBody,
 )
 from models.startup import APPROVAL_STATUSES, EFFECT_STATUSES
-from tasks import keystore
-from tasks.effects.policy import KINDS
 from tasks.engine import registry
 from tasks.engine.status import JobStatus
 from tasks.functions import store as function_store
+from tasks.services import keystore
+from tasks.services.effects.policy import KINDS
 from tasks.settings import get_settings
 from tasks.workflows.spec import WorkflowSpec
 

@@ -9,8 +9,8 @@ from decimal import Decimal
 from typing import Any
 
 from app import responses
-from tasks.approvals import args_hash
 from tasks.engine import pg
+from tasks.services.approvals import args_hash
 
 APPROVAL_FIELDS = ("id", "source_job_id", "args_hash", "status", "version", "execution_status",
                    "execution_job_id", "decided_at")

@@ -92,7 +92,7 @@ Cap = Annotated[int, Field(ge=0), Integral]
 
 
 class EffectPermissions(Strict):
-    """Which effect kinds the project turns on (tasks.effects.policy.KINDS), within the
+    """Which effect kinds the project turns on (tasks.services.effects.policy.KINDS), within the
     operator's SWITCHYARD_EFFECTS_ALLOWED."""
 
     email: bool | None = None
@@ -125,7 +125,7 @@ def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]
 
 
 class ProjectSettings(Strict):
-    """What a project's agents may use and do (see tasks/effects/policy.py, tasks/llm/flow.py).
+    """What a project's agents may use and do (services/effects/policy.py, services/llm/flow.py).
 
     Sent as a merge patch: null clears a setting, or a key of `permissions` or `caps`."""
 

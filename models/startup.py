@@ -197,7 +197,7 @@ class LlmUsage(Base):
 
 
 class ProjectSecret(Base):
-    """A project's own credentials (tasks.keystore): AES-GCM ciphertext bound to the row by
+    """A project's own credentials (tasks.services.keystore): AES-GCM ciphertext bound to the row by
     its associated data, so a value copied to another project or name does not decrypt."""
 
     __tablename__ = "project_secrets"
@@ -212,7 +212,7 @@ class ProjectSecret(Base):
 
 
 class Artifact(Base):
-    """A file a job produced (tasks.artifacts): its description here, its bytes in the store
+    """A file a job produced (services.artifacts): its description here, its bytes in the store
     under `storage_key`. One row per job, step and name, so a replayed step stores nothing new."""
 
     __tablename__ = "artifacts"

@@ -2,7 +2,7 @@
 
 Chromium never reaches the network itself: it is pointed at a proxy that does not
 exist, and every request it makes — the page, each sub-resource, each navigation —
-is answered by our own fetch through the egress guard (tasks.egress: the host
+is answered by our own fetch through the egress guard (tasks.services.egress: the host
 resolved once, every address checked, the call made to the checked address); a
 redirect is followed by the guard, each hop checked again (Chromium does not send a
 fulfilled redirect's next request back through the route). So a tenant's page cannot
@@ -27,10 +27,10 @@ from urllib.parse import urljoin
 from playwright.sync_api import Browser, Route, ViewportSize, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
-from tasks.effects.adapters import http
-from tasks.effects.adapters.base import ProviderResult
 from tasks.engine.errors import PermanentError
 from tasks.engine.system_parts import CHROMIUM
+from tasks.services.effects.adapters import http
+from tasks.services.effects.adapters.base import ProviderResult
 
 CHECKS = ("screenshot", "mobile_responsive", "waitlist_form", "meta_tags")
 DESKTOP = ViewportSize(width=1280, height=800)

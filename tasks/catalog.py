@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 JOB_MODULES: dict[str, tuple[str, ...]] = {
     "tasks.handlers.agent": ("agent.task",),
-    "tasks.handlers.approval_execute": ("approval.execute",),
+    "tasks.services.effects.execute": ("approval.execute",),
     "tasks.handlers.browser": ("browser.check_page",),
     "tasks.engine.canary": ("system.canary",),
     "tasks.handlers.chat": ("chat.reply",),

@@ -7,7 +7,7 @@ from typing import Any
 
 from tasks.engine import pg
 from tasks.engine.errors import PermanentError
-from tasks.memory import format_memory_for_prompt, load_memory
+from tasks.services.memory import format_memory_for_prompt, load_memory
 
 
 def project_context(project_id: uuid.UUID | str) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tasks.effects.policy import KINDS, Operator
-from tasks.egress import Allow
+from tasks.services.effects.policy import KINDS, Operator
+from tasks.services.egress import Allow
 
 
 class SettingsError(ValueError):
@@ -146,22 +146,22 @@ class Settings:
     # app.web: how many reverse proxies in front of the web set X-Forwarded-For (0: none,
     # the peer's address is the client's); per-address limits need the client's.
     trusted_proxies: int = 0
-    # tasks.llm. The API key stays out of repr, so a logged Settings never shows it.
+    # tasks.services.llm. The API key stays out of repr, so a logged Settings never shows it.
     llm_provider: str = "scripted"  # scripted | anthropic
     anthropic_api_key: str = field(default="", repr=False)
     anthropic_base_url: str = "https://api.anthropic.com"
     llm_model: str = "claude-sonnet-4-6"
     llm_max_tokens: int = 4096  # a ceiling on any request's max_tokens
     llm_timeout_seconds: float = 60.0
-    llm_price_input_per_mtok: float | None = None  # None: tasks.llm.pricing's table
+    llm_price_input_per_mtok: float | None = None  # None: tasks.services.llm.pricing's table
     llm_price_output_per_mtok: float | None = None
-    # tasks.effects: where email, GitHub dispatches and ad campaigns go. Secrets stay out of repr.
+    # services.effects: where email, GitHub dispatches and ad campaigns go; secrets not in repr.
     effect_timeout_seconds: float = 15.0
-    egress_allow: str = ""  # CIDRs or host names tenant-built calls may reach (tasks.egress)
-    # tasks.effects.policy: effect kinds tenants may turn on (empty: all) and daily ceilings.
+    egress_allow: str = ""  # CIDRs or host names tenant-built calls may reach (services.egress)
+    # services.effects.policy: effect kinds tenants may turn on (empty: all) and daily ceilings.
     effects_allowed: str = ""
     effect_cap_ceilings: str = ""
-    # tasks.effects.ledger: effect kinds whose operator credential (SMTP/Resend, GitHub
+    # tasks.services.effects.ledger: effect kinds whose operator credential (SMTP/Resend, GitHub
     # token, ads key) may stand in for a project's own secret; the rest need the project's.
     shared_credentials: str = "email"
     smtp_host: str = ""  # empty (and no Resend key): email is not configured
@@ -188,11 +188,11 @@ class Settings:
     # every maintenance_seconds.
     retention_days: int = 30
     maintenance_seconds: float = 300.0
-    # tasks.research: the operator's web search endpoint (empty: search is off) and its key.
+    # services.research: the operator's web search endpoint (empty: search is off) and its key.
     websearch_url: str = ""
     websearch_key: str = field(default="", repr=False)
     step_trace_dir: str = ""  # tasks.engine.trace: a journal of step executions (off when empty)
-    # tasks.artifact_store: files jobs write go under data_dir/artifacts unless a bucket is
+    # tasks.services.artifact_store: files jobs write go under data_dir/artifacts unless a bucket is
     # named, then to that S3-compatible store (credentials: these, else boto3's usual chain).
     artifact_max_bytes: int = 100 * 1024 * 1024
     artifacts_s3_bucket: str = ""
@@ -219,7 +219,7 @@ class Settings:
     code_network_allowed: bool = False
     # A worker that is not root runs commands as itself (namespaces only): only if asked.
     code_sandbox_same_user: bool = False
-    # tasks.llm.scripted: seconds between the chunks of a streamed scripted answer (a demo
+    # tasks.services.llm.scripted: seconds between the chunks of a streamed scripted answer (a demo
     # that types like a model; 0: at once).
     scripted_stream_seconds: float = 0.0
     # tasks.planner: a plan task's role -> the job type that does it (over the defaults in

@@ -27,7 +27,7 @@ from app.queries import (
 )
 from app.schemas import iso
 from models import Artifact
-from tasks.artifact_store import ArtifactMissing, StoreUnavailable, store
+from tasks.services.artifact_store import ArtifactMissing, StoreUnavailable, store
 
 log = logging.getLogger(__name__)
 bp = Blueprint("artifacts", __name__)

@@ -22,12 +22,12 @@ from app.errors import ApiError
 from app.queries import require_project
 from app.routes.body import parse_body
 from app.schemas import Integral, Text
-from tasks import keystore
 from tasks.coding import github, merges, webhooks
 from tasks.coding.gitsource import REPO_URL_PATTERN, url_problem
 from tasks.coding.payloads import BRANCH_PATTERN, RunTaskPayload
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.engine.errors import RetryableError, SwitchyardError
+from tasks.services import keystore
 from tasks.settings import get_settings
 
 log = logging.getLogger(__name__)

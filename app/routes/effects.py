@@ -14,8 +14,8 @@ from app.errors import ApiError, not_found
 from app.queries import require_project
 from app.routes.body import parse_body
 from app.schemas import Strict, Text
-from tasks.effects import ledger, review
-from tasks.effects.records import EffectRecord
+from tasks.services.effects import ledger, review
+from tasks.services.effects.records import EffectRecord
 
 bp = Blueprint("effects", __name__)
 

@@ -24,10 +24,10 @@ from app.schemas import JobCreate, JobListQuery, check_payload_types
 from app.sse import event_stream, sse_response, stream_cursor
 from app.stream_slots import take_slot
 from models import AgentJob
-from tasks.effects import review
 from tasks.engine import control, diagnosis
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.engine.status import TERMINAL, JobStatus
+from tasks.services.effects import review
 
 bp = Blueprint("jobs", __name__)
 

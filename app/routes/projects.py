@@ -11,7 +11,7 @@ from app.queries import list_projects, project_json, require_project
 from app.routes.body import parse_body
 from app.schemas import ProjectCreate, ProjectSettings, ProjectUpdate
 from models import Project
-from tasks.effects.policy import violations
+from tasks.services.effects.policy import violations
 from tasks.settings import get_settings
 
 bp = Blueprint("projects", __name__)

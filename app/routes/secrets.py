@@ -1,6 +1,6 @@
 """A project's secrets: set, list (names and times only), delete. Values never come back.
 
-The values are sealed by tasks.keystore; this module only checks the caller owns
+The values are sealed by tasks.services.keystore; this module only checks the caller owns
 the project and the name is one a secret may have.
 """
 
@@ -15,7 +15,7 @@ from app.errors import ApiError, not_found
 from app.queries import require_project
 from app.routes.body import parse_body
 from app.schemas import Strict, Text, iso
-from tasks import keystore
+from tasks.services import keystore
 
 bp = Blueprint("secrets", __name__)
 

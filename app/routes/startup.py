@@ -17,11 +17,11 @@ from app.queries import decode_cursor, encode_cursor, require_project
 from app.routes.body import parse_body
 from app.schemas import ChatListQuery, Integral, Strict, Text, has_nul, iso
 from models import AgentMemory, Approval, ChatMessage, Project
-from tasks import approvals
-from tasks.effects.review import UnknownEffectPending
 from tasks.engine import pg
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.schedules import DAILY, enqueue_scheduled
+from tasks.services import approvals
+from tasks.services.effects.review import UnknownEffectPending
 from tasks.settings import get_settings
 
 bp = Blueprint("startup", __name__)

@@ -24,7 +24,7 @@ from app.tokens import caller_for_digest, hash_token
 from app.web_sessions import SESSION_ID, caller_for_session
 from app.web_sessions import end as end_session
 from app.web_sessions import new_id as new_session_id
-from tasks.keys import derived_key
+from tasks.services.keys import derived_key
 from tasks.settings import get_settings
 
 bp = Blueprint("ui", __name__, template_folder="../templates", static_folder="../static",
@@ -39,7 +39,7 @@ CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src '
 def _configure_sessions(state: BlueprintSetupState) -> None:
     app: Flask = state.app
     settings = get_settings()
-    # Its own key, derived: the cookie signer never holds the master secret (tasks.keys).
+    # Its own key, derived: the cookie signer never holds the master secret (tasks.services.keys).
     app.secret_key = derived_key(settings, "web-session/v1").hex()
     app.config.update(SESSION_COOKIE_NAME="switchyard_session", SESSION_COOKIE_HTTPONLY=True,
                       SESSION_COOKIE_SAMESITE="Lax",

@@ -2,7 +2,7 @@
 or a local path under SWITCHYARD_LOCAL_REPOS; never ssh, git://, ext:: or an option.
 
 `url_problem` is the syntax alone (no DNS, no file system), for the API to refuse at once;
-`check_source` adds the egress guard (tasks.egress) and the local roots, where the clone runs.
+`check_source` adds the egress guard (services.egress) and the local roots, where the clone runs.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
-from tasks import egress
 from tasks.engine.errors import PermanentError, RetryableError
+from tasks.services import egress
 from tasks.settings import get_settings
 
 SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")

@@ -18,9 +18,9 @@ from tasks.coding import context_budget, git, sandbox, tools
 from tasks.coding.workspace import Workspace
 from tasks.engine.context import JobContext
 from tasks.engine.deltas import DeltaBuffer
-from tasks.llm import get_client
-from tasks.llm.flow import call_llm
-from tasks.llm.types import LLMRequest, LLMResult
+from tasks.services.llm import get_client
+from tasks.services.llm.flow import call_llm
+from tasks.services.llm.types import LLMRequest, LLMResult
 
 CONTEXT_TOKENS = 60_000  # what one call may carry, far below the model's window: cost
 EVENT_CHARS = 4000  # a tool's result as the job's feed shows it

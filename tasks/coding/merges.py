@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks import approvals
 from tasks.engine import pg
 from tasks.engine.sql import pending_approval
+from tasks.services import approvals
 
 WAITING = f"""
 SELECT a.id, a.version, p.owner_id FROM approvals a JOIN projects p ON p.id = a.project_id

@@ -18,13 +18,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tasks import approvals, artifacts
 from tasks.coding import git
 from tasks.coding.payloads import GenerateMvpPayload
-from tasks.effects.policy import policy_for
 from tasks.engine import pg
 from tasks.engine.context import JobContext
-from tasks.memory import write_memory
+from tasks.services import approvals, artifacts
+from tasks.services.effects.policy import policy_for
+from tasks.services.memory import write_memory
 from tasks.settings import get_settings
 
 MVP_TASK = ("Build a small working website for this product: {description}\n"

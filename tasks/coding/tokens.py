@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from tasks import keystore
 from tasks.coding import git
+from tasks.services import keystore
 from tasks.settings import get_settings
 
 

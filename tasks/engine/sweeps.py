@@ -14,12 +14,12 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.rows import dict_row
 
-from tasks import approvals
 from tasks.engine import control, lifecycle, pg
 from tasks.engine.dispatch import broker_depth, dispatch_quietly
 from tasks.engine.sql import heartbeat_stale, lit, moved_columns, ready_to_resume, status_event
 from tasks.engine.status import JobStatus, guard
 from tasks.engine.store import Finished
+from tasks.services import approvals
 from tasks.settings import get_settings
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from tasks import next_version
 from tasks.engine import pg
+from tasks.services import next_version
 
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")  # fullmatch; also a URL path segment
 NAME_PATTERN = f"^{NAME.pattern}$"

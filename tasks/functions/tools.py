@@ -12,15 +12,15 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from tasks import keystore
 from tasks.engine.context import JobContext
 from tasks.functions import data
 from tasks.functions.record import Secrets
-from tasks.llm import get_client
-from tasks.llm.flow import call_llm
-from tasks.llm.types import LLMRequest
-from tasks.memory import CATEGORIES, load_memory, write_memory
-from tasks.research import websearch
+from tasks.services import keystore
+from tasks.services.llm import get_client
+from tasks.services.llm.flow import call_llm
+from tasks.services.llm.types import LLMRequest
+from tasks.services.memory import CATEGORIES, load_memory, write_memory
+from tasks.services.research import websearch
 
 # The tool names are tasks.functions.sandbox.TOOLS (what the prelude installs). Of them, these
 # are performed after the pass stops, each as its own step; NESTED is a child job; the rest

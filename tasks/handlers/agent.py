@@ -9,9 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from tasks.engine.context import JobContext
 from tasks.engine.registry import JobType, register
 from tasks.engine.retry import RetryPolicy
-from tasks.llm import get_client
-from tasks.llm.flow import call_llm
-from tasks.llm.types import LLMRequest
+from tasks.services.llm import get_client
+from tasks.services.llm.flow import call_llm
+from tasks.services.llm.types import LLMRequest
 
 SYSTEM = ("You are the {role} of a team of agents working towards a goal. Do the task you "
           "are given with what you know and what the earlier tasks produced, and answer with "

@@ -12,11 +12,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tasks import artifacts, browser_check
+from tasks import browser_check
 from tasks.engine.context import JobContext
 from tasks.engine.registry import JobType, register
 from tasks.engine.retry import RetryPolicy
-from tasks.memory import write_memory
+from tasks.services import artifacts
+from tasks.services.memory import write_memory
 
 Check = Literal["screenshot", "mobile_responsive", "waitlist_form", "meta_tags"]
 SHOTS = ("screenshot", "mobile_responsive")  # the checks that leave a screenshot

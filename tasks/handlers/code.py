@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tasks import artifacts
 from tasks.coding import checkouts, git, github, plans, prompts, repomap, sandbox, tools, verify
 from tasks.coding.loop import Agent, Checkout
 from tasks.coding.payloads import GenerateMvpPayload, RunTaskPayload
@@ -23,6 +22,7 @@ from tasks.engine import pg
 from tasks.engine.context import JobContext
 from tasks.engine.registry import JobType, register
 from tasks.engine.retry import RetryPolicy
+from tasks.services import artifacts
 from tasks.settings import get_settings
 
 MAP_CHARS = 8000

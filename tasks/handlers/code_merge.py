@@ -8,13 +8,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from tasks import approvals
 from tasks.coding.payloads import RunTaskPayload
 from tasks.engine import pg
 from tasks.engine.context import JobContext
 from tasks.engine.errors import PermanentError
 from tasks.engine.registry import JobType, register
 from tasks.engine.sql import approval_status
+from tasks.services import approvals
 
 MERGE_TTL = timedelta(days=30)  # a pull request left open longer ends the wait as expired
 

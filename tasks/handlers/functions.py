@@ -15,9 +15,9 @@ from tasks.engine.retry import RetryPolicy
 from tasks.functions import generate, sandbox, store
 from tasks.functions.host import MAX_DEPTH, Running
 from tasks.functions.run import run_function
-from tasks.llm import get_client
-from tasks.llm.flow import call_llm
-from tasks.llm.types import LLMRequest
+from tasks.services.llm import get_client
+from tasks.services.llm.flow import call_llm
+from tasks.services.llm.types import LLMRequest
 
 Name = Annotated[str, Field(pattern=store.NAME_PATTERN, description=store.NAME_RULE)]
 

@@ -9,11 +9,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tasks.effects.outbox import enqueue_email, process_due_emails
 from tasks.engine import pg
 from tasks.engine.context import JobContext
 from tasks.engine.registry import JobType, register
 from tasks.engine.sql import pending_approval
+from tasks.services.effects.outbox import enqueue_email, process_due_emails
 
 
 class SlotPayload(BaseModel):

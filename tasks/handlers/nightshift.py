@@ -9,17 +9,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tasks.approvals import NewApproval, create_approval
 from tasks.engine import pg
 from tasks.engine.context import JobContext
 from tasks.engine.errors import PermanentError
 from tasks.engine.registry import JobType, register
 from tasks.engine.sql import pending_approval
-from tasks.llm import get_client
-from tasks.llm.flow import call_llm
-from tasks.llm.types import LLMRequest
-from tasks.memory import write_memory
 from tasks.projects import project_context
+from tasks.services.approvals import NewApproval, create_approval
+from tasks.services.llm import get_client
+from tasks.services.llm.flow import call_llm
+from tasks.services.llm.types import LLMRequest
+from tasks.services.memory import write_memory
 
 
 class NightshiftPayload(BaseModel):

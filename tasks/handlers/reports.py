@@ -8,19 +8,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tasks import artifacts, research
 from tasks.engine.context import JobContext
 from tasks.engine.registry import JobType, register
 from tasks.engine.retry import RetryPolicy
-from tasks.llm import get_client
-from tasks.llm.flow import call_llm
-from tasks.llm.types import LLMRequest
-from tasks.memory import write_memory
 from tasks.projects import project_context
 from tasks.reports.outline import Outline, parse_outline
 from tasks.reports.pdf import build_pdf
 from tasks.reports.pptx import build_pptx
 from tasks.reports.preview import first_page_png
+from tasks.services import artifacts, research
+from tasks.services.llm import get_client
+from tasks.services.llm.flow import call_llm
+from tasks.services.llm.types import LLMRequest
+from tasks.services.memory import write_memory
 
 PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 SYSTEM = ("You are the research analyst of a startup operating system. Answer with a JSON "

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tasks import approvals
 from tasks.engine import control, pg
 from tasks.engine.context import JobContext
 from tasks.planner import store
+from tasks.services import approvals
 
 ACTION = approvals.PLAN  # a gate: approving a plan executes nothing, it wakes the plan's job
 

@@ -8,11 +8,11 @@ from typing import Any
 
 from tasks.engine.context import JobContext
 from tasks.engine.errors import PermanentError
-from tasks.llm import get_client
-from tasks.llm.flow import call_llm
-from tasks.llm.types import LLMRequest
 from tasks.planner import prompts
 from tasks.planner.schema import parse_answer
+from tasks.services.llm import get_client
+from tasks.services.llm.flow import call_llm
+from tasks.services.llm.types import LLMRequest
 
 ASKS = 3
 MAX_TOKENS = 4000

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tasks import approvals
 from tasks.engine import control, pg
 from tasks.engine.context import JobContext
 from tasks.engine.sql import approval_status
+from tasks.services import approvals
 from tasks.workflows.dag import (
     CANCELED,
     ENDED,

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tasks import next_version
 from tasks.engine import pg
+from tasks.services import next_version
 from tasks.workflows.spec import WorkflowSpec
 
 # The next version of a name, unless the newest already holds exactly this spec (a

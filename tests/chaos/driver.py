@@ -17,10 +17,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from tasks.approvals import NewApproval, create_approval, decide
 from tasks.engine import pg
 from tasks.engine.dispatch import dispatch
 from tasks.engine.enqueue import EnqueueRequest, enqueue
+from tasks.services.approvals import NewApproval, create_approval, decide
 
 RETRY_FOR = 60.0
 

@@ -27,11 +27,11 @@ import pytest
 from app.db import session_factory
 from app.tokens import create_token
 from models.db import session_scope
-from tasks import approvals
-from tasks.approvals import NewApproval, create_approval
-from tasks.effects import ledger
 from tasks.engine import pg, retention
 from tasks.engine.enqueue import EnqueueRequest, enqueue
+from tasks.services import approvals
+from tasks.services.approvals import NewApproval, create_approval
+from tasks.services.effects import ledger
 from tests.e2e import procs as p
 from tests.e2e.procs import Proc, Procs, wait
 from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401

@@ -14,8 +14,8 @@ import pytest
 from app.db import session_factory
 from app.tokens import create_token
 from models.db import session_scope
-from tasks.approvals import NewApproval, create_approval
 from tasks.engine import pg
+from tasks.services.approvals import NewApproval, create_approval
 from tests.e2e import procs as p
 from tests.e2e.procs import Procs
 from tests.support.fake_providers import FakeProviders, fake_providers  # noqa: F401

@@ -16,8 +16,8 @@ from app.db import session_factory
 from app.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
-from tasks import artifact_store
-from tasks.artifact_store import ArtifactMissing, S3Store, StoreUnavailable, storage_key
+from tasks.services import artifact_store
+from tasks.services.artifact_store import ArtifactMissing, S3Store, StoreUnavailable, storage_key
 from tasks.settings import get_settings
 from tests.integration.jobdb import new_job, wait_for
 

@@ -14,8 +14,8 @@ from app.db import session_factory
 from app.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
-from tasks import artifact_store, artifacts
 from tasks.engine import pg
+from tasks.services import artifact_store, artifacts
 from tasks.settings import get_settings
 from tests.integration.jobdb import new_job, step_events, wait_for
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tasks import keystore
 from tasks.engine import pg
 from tasks.engine.enqueue import EnqueueRequest, enqueue
+from tasks.services import keystore
 from tests.conftest import wait_until
 from tests.integration.jobdb import wait_for
 from tests.integration.test_api_contract import Caller

@@ -18,8 +18,8 @@ from app.db import session_factory
 from app.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
-from tasks import keystore
 from tasks.engine import pg
+from tasks.services import keystore
 from tasks.settings import get_settings
 from tests.support.fake_github import TOKEN, FakeGithub, fake_github  # noqa: F401
 

@@ -18,7 +18,7 @@ from flask.testing import FlaskClient
 from app.web import create_app
 from tasks.coding.demo import FILES, ensure_demo_repo
 from tasks.engine import pg
-from tasks.llm import reset_client
+from tasks.services.llm import reset_client
 from tasks.settings import get_settings
 from tests.conftest import wait_until
 from tests.integration.jobdb import wait_for

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks import egress
 from tasks.coding import git, gitcmd
 from tasks.engine.errors import PermanentError, RetryableError
+from tasks.services import egress
 from tests.support.git_http import basic, git_http_server
 
 ALLOW_LOOPBACK = egress.Allow.parse("127.0.0.1")

@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from tasks import keystore
-from tasks.effects import ledger, outbox
-from tasks.effects.adapters import ADAPTERS
-from tasks.effects.adapters.base import Adapter, Credentials, ProviderResult
-from tasks.effects.adapters.deploy_hook import signature
-from tasks.effects.adapters.email import message_id
-from tasks.effects.policy import CapReached, NotPermitted, Policy, policy_for
 from tasks.engine import pg
 from tasks.engine.errors import PermanentError, RetryableError
+from tasks.services import keystore
+from tasks.services.effects import ledger, outbox
+from tasks.services.effects.adapters import ADAPTERS
+from tasks.services.effects.adapters.base import Adapter, Credentials, ProviderResult
+from tasks.services.effects.adapters.deploy_hook import signature
+from tasks.services.effects.adapters.email import message_id
+from tasks.services.effects.policy import CapReached, NotPermitted, Policy, policy_for
 from tasks.settings import get_settings
 from tests.integration.jobdb import in_threads
 from tests.support.fake_providers import (  # noqa: F401 - the fixtures are used by name
@@ -379,7 +379,7 @@ def test_the_call_goes_to_the_address_that_was_checked(project, fakes, monkeypat
     pinned address and the hook sees its own name in Host."""
     port = fakes.http.url.rsplit(":", 1)[1]
     looked_up: list[str] = []
-    monkeypatch.setattr("tasks.egress.system_resolver",
+    monkeypatch.setattr("tasks.services.egress.system_resolver",
                         lambda host, p: looked_up.append(host) or ["127.0.0.1"])
     url = f"http://hooks.pinned.test:{port}/deploy/site"
     outcome = ledger.perform(project_id=project, action_type="deploy_hook",

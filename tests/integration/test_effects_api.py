@@ -19,9 +19,9 @@ from app.db import session_factory
 from app.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
-from tasks import approvals
-from tasks.approvals import NewApproval, create_approval
 from tasks.engine import pg
+from tasks.services import approvals
+from tasks.services.approvals import NewApproval, create_approval
 from tasks.settings import get_settings
 
 DEPLOY = {"url": "https://hooks.example.test/deploy/site"}

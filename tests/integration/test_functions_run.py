@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from tasks import keystore
 from tasks.engine import pg
 from tasks.functions import store
 from tasks.functions.host import MAX_DEPTH
+from tasks.services import keystore
 from tests.conftest import wait_until
 from tests.integration.jobdb import new_job, status_history, steps, wait_for
 from tests.support.fake_anthropic import FakeAnthropic, anthropic_model, fake_anthropic  # noqa: F401

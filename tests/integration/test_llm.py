@@ -26,14 +26,20 @@ from tasks.engine import pg
 from tasks.engine.errors import PermanentError, RetryableError, Suspend
 from tasks.engine.registry import JobType, register
 from tasks.engine.retry import RetryPolicy
-from tasks.llm import get_client, reset_client
-from tasks.llm.anthropic_provider import AnthropicProvider
-from tasks.llm.errors import ProviderBusy
-from tasks.llm.flow import budget_status, call_llm, check_budget, pause_provider, paused_for
-from tasks.llm.packet import PacketAction, parse_packet
-from tasks.llm.pricing import DEFAULT_PRICE, price_for
-from tasks.llm.scripted import ScriptedProvider
-from tasks.llm.types import LLMRequest, LLMResult, Usage
+from tasks.services.llm import get_client, reset_client
+from tasks.services.llm.anthropic_provider import AnthropicProvider
+from tasks.services.llm.errors import ProviderBusy
+from tasks.services.llm.flow import (
+    budget_status,
+    call_llm,
+    check_budget,
+    pause_provider,
+    paused_for,
+)
+from tasks.services.llm.packet import PacketAction, parse_packet
+from tasks.services.llm.pricing import DEFAULT_PRICE, price_for
+from tasks.services.llm.scripted import ScriptedProvider
+from tasks.services.llm.types import LLMRequest, LLMResult, Usage
 from tasks.settings import SettingsError, get_settings
 from tests.conftest import wait_until
 from tests.integration.jobdb import job, new_job, status_history, wait_for
@@ -385,7 +391,7 @@ def test_call_llm_over_budget_does_not_reach_the_provider(fake_anthropic, projec
 # --- the provider pause ----------------------------------------------------------
 
 def paused_for_in_another_process(provider_name: str) -> float:
-    code = f"from tasks.llm.flow import paused_for; print(paused_for({provider_name!r}))"
+    code = f"from tasks.services.llm.flow import paused_for; print(paused_for({provider_name!r}))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=os.environ.copy(),
                          capture_output=True, text=True, timeout=30, check=True)
     return float(out.stdout.strip())

@@ -132,7 +132,7 @@ def _effect(project: str) -> str:
 
 
 def _artifact(project: str, job_id: str) -> str:
-    from tasks.artifact_store import storage_key, store
+    from tasks.services.artifact_store import storage_key, store
 
     data = f"<h1>{project}</h1>".encode()
     key = storage_key(project, hashlib.sha256(data).hexdigest())

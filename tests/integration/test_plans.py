@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tasks.engine import pg
-from tasks.llm import reset_client
 from tasks.planner import store
+from tasks.services.llm import reset_client
 from tasks.settings import get_settings
 from tests.conftest import wait_until
 from tests.integration.test_api_contract import Caller, alice, bob, client  # noqa: F401

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tasks import research
+from tasks.services import research
 from tasks.settings import get_settings
 from tests.support.landing_pages import PageHandler, serving
 

@@ -12,9 +12,9 @@ from app.db import session_factory
 from app.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
-from tasks import keystore
 from tasks.engine import pg
-from tasks.keys import derived_key
+from tasks.services import keystore
+from tasks.services.keys import derived_key
 from tasks.settings import get_settings
 
 VALUE = "ghp_projectSecretValue_0123456789"

@@ -342,7 +342,7 @@ def test_a_live_worker_in_a_long_step_keeps_its_job(worker, project):
 
 
 def test_expire_approvals_takes_overdue_pending_approvals_out_of_the_inbox(project):
-    from tasks.approvals import NewApproval, create_approval
+    from tasks.services.approvals import NewApproval, create_approval
 
     overdue = create_approval(project, None, NewApproval("email", "old", {"to": "a@b.test"}))
     fresh = create_approval(project, None, NewApproval("email", "new", {"to": "c@d.test"}))

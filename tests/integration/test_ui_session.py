@@ -26,7 +26,7 @@ from app.tokens import create_token, hash_token, revoke_token
 from app.web import create_app
 from models.db import session_scope
 from tasks.engine import pg
-from tasks.keys import SECRET_FILE, master_key
+from tasks.services.keys import SECRET_FILE, master_key
 from tasks.settings import SettingsError, get_settings
 
 FUTURE = "2099-01-01T00:00:00+00:00"  # keeps a job queued: never dispatched

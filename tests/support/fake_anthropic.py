@@ -220,7 +220,7 @@ def anthropic_model(fake_anthropic: FakeAnthropic,
                     monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
     """The LLM layer on the real anthropic SDK, pointed at the fake (the in-process worker
     reads the same settings); the environment, settings and client are restored after."""
-    from tasks.llm import reset_client
+    from tasks.services.llm import reset_client
     from tasks.settings import get_settings
 
     monkeypatch.setenv("SWITCHYARD_LLM_PROVIDER", "anthropic")

@@ -201,7 +201,7 @@ class ArtifactWriter(BaseModel):
 def artifact_writer(ctx, p: ArtifactWriter) -> dict:
     """Writes its files as artifacts, then fails on its first attempts: the next attempt
     replays the writes, the last of them the last step recorded."""
-    from tasks import artifacts
+    from tasks.services import artifacts
 
     ids = [artifacts.write(ctx, kind=f.kind, name=f.name, content_type=f.content_type,
                            data=f.text.encode()) for f in p.files]

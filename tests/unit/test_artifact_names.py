@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from tasks.artifact_store import checked, storage_key
-from tasks.artifacts import InvalidArtifact, _validated, safe_name
+from tasks.services.artifact_store import checked, storage_key
+from tasks.services.artifacts import InvalidArtifact, _validated, safe_name
 
 
 @pytest.mark.parametrize(("given", "kept"), [

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from app.ratelimit import RateLimiter
-from tasks.approvals import args_hash
 from tasks.engine.deltas import DeltaBuffer
+from tasks.services.approvals import args_hash
 
 
 class Clock:

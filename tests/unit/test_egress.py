@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from tasks.egress import Allow, EgressRefused, refusal, resolve
+from tasks.services.egress import Allow, EgressRefused, refusal, resolve
 
 NOBODY = Allow()
 

@@ -62,7 +62,7 @@ def test_describe_error(exc: BaseException, text: str) -> None:
     pytest.param({"note": "nul \x00"}, False, id="a real NUL"),
 ])
 def test_effect_args_pass_the_same_check_as_step_outputs(args: dict, storable: bool) -> None:
-    from tasks.effects.ledger import _plain_json
+    from tasks.services.effects.ledger import _plain_json
 
     if storable:
         assert _plain_json(args) == args

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from app.packets import match_approvals
-from tasks.approvals import args_hash
+from tasks.services.approvals import args_hash
 
 JOB = uuid.uuid4()
 DEPLOY = {"type": "deploy_hook", "title": "Deploy", "args": {"url": "https://h.example/d"}}

@@ -22,7 +22,7 @@ from app.routes.effects import effect_json
 from app.routes.startup import approval_json
 from models import AgentJob, JobStep, Project
 from models.startup import Approval
-from tasks.effects.records import EffectRecord
+from tasks.services.effects.records import EffectRecord
 
 NOW = datetime(2025, 5, 1, 12, 30, tzinfo=UTC)
 DOC = build_document()

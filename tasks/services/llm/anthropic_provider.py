@@ -18,9 +18,9 @@ import anthropic
 from anthropic.types import Message
 
 from tasks.engine.errors import PermanentError, RetryableError, SwitchyardError
-from tasks.llm.errors import ProviderBusy
-from tasks.llm.pricing import cost_usd
-from tasks.llm.types import LLMRequest, LLMResult, ToolCall, Usage
+from tasks.services.llm.errors import ProviderBusy
+from tasks.services.llm.pricing import cost_usd
+from tasks.services.llm.types import LLMRequest, LLMResult, ToolCall, Usage
 
 PROVIDER = "anthropic"
 BUSY_STATUSES = (429, 529)  # rate limited, overloaded

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tasks.llm.types import Usage
+from tasks.services.llm.types import Usage
 from tasks.settings import get_settings
 
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tasks.effects.ledger import perform
 from tasks.engine import pg
 from tasks.engine.context import JobContext
 from tasks.engine.errors import PermanentError
 from tasks.engine.registry import JobType, register
+from tasks.services.effects.ledger import perform
 
 
 class ExecutePayload(BaseModel):

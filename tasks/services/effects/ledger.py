@@ -21,15 +21,15 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from tasks import keystore
-from tasks.effects import policy, records
-from tasks.effects.adapters import ADAPTERS
-from tasks.effects.adapters.base import Adapter, Credentials, ProviderResult, cannot_tell
-from tasks.effects.records import EffectRecord
-from tasks.effects.redaction import redact, secrets_in_use
 from tasks.engine import pg
 from tasks.engine.errors import PermanentError, RetryableError
 from tasks.engine.storable import to_json
+from tasks.services import keystore
+from tasks.services.effects import policy, records
+from tasks.services.effects.adapters import ADAPTERS
+from tasks.services.effects.adapters.base import Adapter, Credentials, ProviderResult, cannot_tell
+from tasks.services.effects.records import EffectRecord
+from tasks.services.effects.redaction import redact, secrets_in_use
 from tasks.settings import get_settings
 
 log = logging.getLogger(__name__)

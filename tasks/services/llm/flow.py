@@ -24,8 +24,8 @@ import redis
 
 from tasks.engine import pg
 from tasks.engine.errors import PermanentError, Suspend
-from tasks.llm.errors import ProviderBusy
-from tasks.llm.types import LLMClient, LLMRequest, LLMResult
+from tasks.services.llm.errors import ProviderBusy
+from tasks.services.llm.types import LLMClient, LLMRequest, LLMResult
 from tasks.settings import get_settings
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ come back later; other 4xx refused for good; 5xx, or a connection that broke
 after the request went out, may have acted: `unknown`, never a blind resend.
 
 A URL built from tenant data (a deploy hook's) goes through the egress guard
-(tasks.egress): checked, then called at the address that was checked. No
+(tasks.services.egress): checked, then called at the address that was checked. No
 redirect is followed and at most RESPONSE_LIMIT bytes of an answer are read.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx
 
-from tasks import egress
-from tasks.effects.adapters.base import ProviderResult, not_sent
+from tasks.services import egress
+from tasks.services.effects.adapters.base import ProviderResult, not_sent
 from tasks.settings import get_settings
 
 BODY_LIMIT = 4000  # characters of a non-JSON body kept in the ledger

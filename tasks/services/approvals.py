@@ -15,12 +15,12 @@ from datetime import timedelta
 from typing import Any
 
 from tasks import phases
-from tasks.effects.review import unknown_blocking_approval
 from tasks.engine import pg
 from tasks.engine.control import resume_if_ready
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.engine.errors import SwitchyardError
 from tasks.engine.sql import pending_approval, unknown_effect_of_action
+from tasks.services.effects.review import unknown_blocking_approval
 
 DEFAULT_TTL = timedelta(days=7)
 
@@ -81,7 +81,7 @@ def create_approval(project_id: uuid.UUID | str, source_job_id: uuid.UUID | str 
 
 
 # Approving is refused while an earlier effect of the same action has an unknown outcome:
-# a person resolves it first (tasks.effects.review), or the deploy or email may go out twice.
+# a person resolves it first (services.effects.review), or the deploy or email may go out twice.
 DECIDE = f"""
 UPDATE approvals SET status = %(decision)s, version = version + 1, decided_at = now(),
     decided_by = %(owner)s, updated_at = now()

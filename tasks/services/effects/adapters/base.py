@@ -42,7 +42,7 @@ def cannot_tell(why: str) -> ProviderResult:
 
 @dataclass(frozen=True)
 class Credentials:
-    """What one effect may authenticate with: the project's own secrets (tasks.keystore),
+    """What one effect may authenticate with: the project's own secrets (tasks.services.keystore),
     and whether the operator's credential may stand in for a missing one
     (SWITCHYARD_SHARED_CREDENTIALS). The values stay out of repr."""
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tasks.effects.adapters import http
-from tasks.effects.adapters.base import (
+from tasks.services.effects.adapters import http
+from tasks.services.effects.adapters.base import (
     Adapter,
     Credentials,
     ProviderResult,

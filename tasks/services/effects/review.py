@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tasks.effects.records import COLUMNS, EffectRecord, _record
-from tasks.effects.redaction import redact, secrets_in_use
 from tasks.engine import pg
 from tasks.engine.errors import SwitchyardError
 from tasks.engine.sql import unknown_effect_of_action
+from tasks.services.effects.records import COLUMNS, EffectRecord, _record
+from tasks.services.effects.redaction import redact, secrets_in_use
 
 STATUSES = ("intent", "succeeded", "failed", "unknown")
 

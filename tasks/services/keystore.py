@@ -1,7 +1,7 @@
 """A project's own credentials: sealed at rest, read only by the effect that uses them.
 
 A value is sealed with AES-GCM under a key derived from the server's master
-secret (tasks.keys), with the project and the name as associated data, so a
+secret (tasks.services.keys), with the project and the name as associated data, so a
 ciphertext moved to another project or name fails to open instead of lending a
 credential. Values never leave through the API (names and update times only)
 and never reach a log, an event or an error message: `SecretUnreadable` says
@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from tasks.engine import pg
 from tasks.engine.errors import PermanentError
-from tasks.keys import derived_key, key_id
+from tasks.services.keys import derived_key, key_id
 from tasks.settings import Settings, get_settings
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")  # fullmatch: "$" would let a trailing \n in

@@ -13,8 +13,8 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from tasks.effects.policy import CapReached
 from tasks.engine import pg
+from tasks.services.effects.policy import CapReached
 
 COLUMNS = ("id, idempotency_key, project_id, approval_id, job_id, action_type, args, status, "
            "provider_ref, response, error, created_at, completed_at")

@@ -1,7 +1,7 @@
 """The LLM layer: one client interface, a real and a scripted provider, and flow control.
 
 Handlers call `get_client()` for the configured provider and go through
-`tasks.llm.flow.call_llm` inside a checkpointed step.
+`tasks.services.llm.flow.call_llm` inside a checkpointed step.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-from tasks.llm.types import LLMClient, LLMRequest, LLMResult, ToolCall, Usage
+from tasks.services.llm.types import LLMClient, LLMRequest, LLMResult, ToolCall, Usage
 from tasks.settings import SettingsError, get_settings
 
 __all__ = ["LLMClient", "LLMRequest", "LLMResult", "ToolCall", "Usage", "get_client",
@@ -36,12 +36,12 @@ def reset_client() -> None:
 def _client_for_process(pid: int) -> LLMClient:
     settings = get_settings()
     if settings.llm_provider == "scripted":
-        from tasks.llm.scripted import ScriptedProvider
+        from tasks.services.llm.scripted import ScriptedProvider
 
         return ScriptedProvider()
     if settings.llm_provider == "anthropic":
         # Imported here: the scripted default never loads the SDK.
-        from tasks.llm.anthropic_provider import AnthropicProvider
+        from tasks.services.llm.anthropic_provider import AnthropicProvider
 
         if not settings.anthropic_api_key:
             raise SettingsError("SWITCHYARD_LLM_PROVIDER=anthropic needs ANTHROPIC_API_KEY")

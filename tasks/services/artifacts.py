@@ -14,9 +14,9 @@ import unicodedata
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from tasks.artifact_store import storage_key, store
 from tasks.engine import pg
 from tasks.engine.errors import PermanentError
+from tasks.services.artifact_store import storage_key, store
 from tasks.settings import get_settings
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass
 from html.parser import HTMLParser
 from typing import Any
 
-from tasks.effects.adapters import http
-from tasks.effects.adapters.base import ProviderResult
+from tasks.services.effects.adapters import http
+from tasks.services.effects.adapters.base import ProviderResult
 from tasks.settings import get_settings
 
 TEXT_LIMIT = 4000  # characters of a page's text kept for the model

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tasks.effects.adapters import ad_campaign, deploy_hook, email, github_dispatch
-from tasks.effects.adapters.base import Adapter
+from tasks.services.effects.adapters import ad_campaign, deploy_hook, email, github_dispatch
+from tasks.services.effects.adapters.base import Adapter
 
 ADAPTERS: dict[str, Adapter] = {
     a.action_type: a

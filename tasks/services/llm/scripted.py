@@ -3,7 +3,7 @@
 It lets the embedded demo and the tests run the whole agent loop with no network
 and no key: the same request always gives the same answer, shaped by its
 `purpose` (packet, chat, plan, nightshift, summary) and its `context`; the coding
-agent's calls (purpose code.*) replay a recorded tool session (tasks.llm.sessions). It
+agent's calls (purpose code.*) replay a recorded tool session (tasks.services.llm.sessions). It
 costs nothing; its token counts are estimates (~4 characters a token).
 """
 
@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tasks.llm import scripted_planner, sessions
-from tasks.llm.packet import Packet, PacketAction
-from tasks.llm.types import LLMRequest, LLMResult, ToolCall, Usage
+from tasks.services.llm import scripted_planner, sessions
+from tasks.services.llm.packet import Packet, PacketAction
+from tasks.services.llm.types import LLMRequest, LLMResult, ToolCall, Usage
 from tasks.settings import get_settings
 
 PROVIDER = "scripted"

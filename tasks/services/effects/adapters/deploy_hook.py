@@ -22,8 +22,8 @@ import json
 import time
 from typing import Any
 
-from tasks.effects.adapters import http
-from tasks.effects.adapters.base import (
+from tasks.services.effects.adapters import http
+from tasks.services.effects.adapters.base import (
     Adapter,
     Credentials,
     ProviderResult,

@@ -17,8 +17,8 @@ from email.message import EmailMessage
 from email.utils import parseaddr
 from typing import Any
 
-from tasks.effects.adapters import http
-from tasks.effects.adapters.base import (
+from tasks.services.effects.adapters import http
+from tasks.services.effects.adapters.base import (
     Adapter,
     Credentials,
     ProviderResult,

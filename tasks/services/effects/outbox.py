@@ -13,10 +13,10 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from tasks.effects import ledger
-from tasks.effects.policy import CapReached
 from tasks.engine import pg
 from tasks.engine.retry import Fail, RetryPolicy, decide
+from tasks.services.effects import ledger
+from tasks.services.effects.policy import CapReached
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from tasks.llm.types import LLMRequest
+from tasks.services.llm.types import LLMRequest
 
 
 def _plan(req: LLMRequest) -> str:

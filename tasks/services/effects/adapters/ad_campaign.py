@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.effects.adapters import http
-from tasks.effects.adapters.base import (
+from tasks.services.effects.adapters import http
+from tasks.services.effects.adapters.base import (
     Adapter,
     Credentials,
     ProviderResult,

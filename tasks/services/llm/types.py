@@ -1,6 +1,6 @@
 """The values that cross the LLM boundary: one request shape, one result shape, one client protocol.
 
-Handlers build an `LLMRequest`, hand it to `tasks.llm.flow.call_llm`, and get an
+Handlers build an `LLMRequest`, hand it to `tasks.services.llm.flow.call_llm`, and get an
 `LLMResult` back whatever the provider; a result converts to and from plain JSON so a
 checkpointed step can store it and replay it without calling the model again.
 """
@@ -80,7 +80,7 @@ class LLMResult:
 
 
 class LLMClient(Protocol):
-    """A model provider. Errors come out as Switchyard errors (see tasks.llm.errors)."""
+    """A model provider. Errors come out as Switchyard errors (see tasks.services.llm.errors)."""
 
     provider: str
     model: str

@@ -69,7 +69,7 @@ beat_schedule = {
         "schedule": _settings.maintenance_seconds,
         "options": {"queue": "sweeps", "expires": _settings.maintenance_seconds},
     },
-    # The keys (tasks.schedules) make these safe to fire twice, from beat or from cron.
+    # The keys (tasks.startup.schedules) make these safe to fire twice, from beat or from cron.
     "email-process-due": _scheduled("email.process_due", 60.0, 55.0),
     "drip-digests": _scheduled("drip.process_digests", crontab(minute=0, hour=_daily_hour), 3600),
     "drip-nudges": _scheduled("drip.process_nudges", crontab(minute=30, hour=_daily_hour), 3600),

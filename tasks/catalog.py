@@ -20,17 +20,17 @@ log = logging.getLogger(__name__)
 JOB_MODULES: dict[str, tuple[str, ...]] = {
     "tasks.handlers.agent": ("agent.task",),
     "tasks.services.effects.execute": ("approval.execute",),
-    "tasks.handlers.browser": ("browser.check_page",),
+    "tasks.startup.browser": ("browser.check_page",),
     "tasks.engine.canary": ("system.canary",),
-    "tasks.handlers.chat": ("chat.reply",),
+    "tasks.startup.chat": ("chat.reply",),
     "tasks.handlers.code": ("code.run_task", "code.generate_mvp"),
     "tasks.handlers.code_merge": ("code.run_task_until_merged",),
     "tasks.handlers.functions": ("function.run", "code.generate_function"),
-    "tasks.handlers.mail": ("email.process_due", "drip.process_digests", "drip.process_nudges"),
-    "tasks.handlers.nightshift": ("nightshift.cycle_project",),
-    "tasks.handlers.packets": ("phase0.generate_packet", "phase.generate_packet"),
+    "tasks.startup.mail": ("email.process_due", "drip.process_digests", "drip.process_nudges"),
+    "tasks.startup.nightshift": ("nightshift.cycle_project",),
+    "tasks.startup.packets": ("phase0.generate_packet", "phase.generate_packet"),
     "tasks.handlers.plan": ("plan.generate",),
-    "tasks.handlers.reports": ("research.generate_report",),
+    "tasks.startup.report": ("research.generate_report",),
     "tasks.handlers.workflow": ("workflow.run",),
 }
 

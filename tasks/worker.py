@@ -7,11 +7,11 @@ import logging
 from celery import signals
 
 import tasks.catalog  # noqa: F401 - registers every job type
-from tasks import schedules
 from tasks.celery_app import MAINTAIN, RUN_JOB, SCHEDULE, SWEEP, app
 from tasks.coding import checkouts
 from tasks.engine import control, lifecycle, pg, retention, runner, sweeps
 from tasks.engine.store import Finished
+from tasks.startup import schedules
 
 log = logging.getLogger(__name__)
 

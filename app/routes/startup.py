@@ -19,10 +19,10 @@ from app.schemas import ChatListQuery, Integral, Strict, Text, has_nul, iso
 from models import AgentMemory, Approval, ChatMessage, Project
 from tasks.engine import pg
 from tasks.engine.enqueue import EnqueueRequest, enqueue
-from tasks.schedules import DAILY, enqueue_scheduled
 from tasks.services import approvals
 from tasks.services.effects.review import UnknownEffectPending
 from tasks.settings import get_settings
+from tasks.startup.schedules import DAILY, enqueue_scheduled
 
 bp = Blueprint("startup", __name__)
 

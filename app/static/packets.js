@@ -3,7 +3,7 @@
 import { api, h, $, fill, time, badge, jobLink, pretty, empty, fail, debounce } from "./ui.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
-const PHASES = ["idea", "validation", "build", "launch", "growth"]; // tasks/phases.py
+const PHASES = ["idea", "validation", "build", "launch", "growth"]; // tasks/startup/phases.py
 
 function actionItem(a) {
   const ap = a.approval;

@@ -2,7 +2,7 @@
 
 Approving writes the decision and the `approval.execute` job (key `approval:{id}`) in
 one transaction, so two approvals, concurrent or not, enqueue one execution. A phase
-advance is no effect: approving it enqueues the next phase's packet (tasks.phases).
+advance is no effect: approving it enqueues the next phase's packet (tasks.startup.phases).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from tasks import phases
 from tasks.engine import pg
 from tasks.engine.control import resume_if_ready
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.engine.errors import SwitchyardError
 from tasks.engine.sql import pending_approval, unknown_effect_of_action
 from tasks.services.effects.review import unknown_blocking_approval
+from tasks.startup import phases
 
 DEFAULT_TTL = timedelta(days=7)
 

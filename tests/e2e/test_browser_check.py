@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tasks import browser_check
+from tasks.startup import browser_check
 from tests.support.landing_pages import BAD, GOOD, PageHandler, serving
 
 

@@ -36,11 +36,11 @@ from tasks.services.llm.flow import (
     pause_provider,
     paused_for,
 )
-from tasks.services.llm.packet import PacketAction, parse_packet
 from tasks.services.llm.pricing import DEFAULT_PRICE, price_for
 from tasks.services.llm.scripted import ScriptedProvider
 from tasks.services.llm.types import LLMRequest, LLMResult, Usage
 from tasks.settings import SettingsError, get_settings
+from tasks.startup.packet import PacketAction, parse_packet
 from tests.conftest import wait_until
 from tests.integration.jobdb import job, new_job, status_history, wait_for
 from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401

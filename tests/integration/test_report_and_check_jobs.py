@@ -12,8 +12,8 @@ from pptx import Presentation
 from pypdf import PdfReader
 
 from app.web import create_app
-from tasks import browser_check
 from tasks.engine import pg
+from tasks.startup import browser_check
 from tests.integration.jobdb import wait_for
 from tests.integration.test_api_contract import Caller, _caller
 from tests.support.landing_pages import Landing, serving
@@ -98,7 +98,7 @@ def test_a_page_check_of_an_internal_address_fails_saying_why(alice: Caller) -> 
 def test_a_report_job_retried_after_its_file_was_written_stores_it_once(
         alice: Caller, monkeypatch: pytest.MonkeyPatch) -> None:
     from tasks.engine.errors import RetryableError
-    from tasks.handlers import reports
+    from tasks.startup import report as reports
 
     real, calls = reports.write_memory, []
 

@@ -26,17 +26,17 @@ from app.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
 from models.schema import SYSTEM_PROJECT_ID
-from tasks import schedules
 from tasks.celery_app import SCHEDULE
 from tasks.celery_app import app as celery_app
 from tasks.engine import pg
 from tasks.engine.enqueue import EnqueueRequest, enqueue
-from tasks.phases import PHASES
 from tasks.services.approvals import NewApproval, create_approval
 from tasks.services.effects import outbox
 from tasks.services.effects.adapters.email import message_id
 from tasks.services.llm import reset_client
 from tasks.settings import get_settings
+from tasks.startup import schedules
+from tasks.startup.phases import PHASES
 from tests.conftest import wait_until
 from tests.integration.jobdb import in_threads, wait_for
 from tests.support.fake_providers import (  # noqa: F401 - the fixtures are used by name

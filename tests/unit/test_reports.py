@@ -10,9 +10,9 @@ from pptx import Presentation
 from pypdf import PdfReader
 
 from tasks.engine.errors import PermanentError
-from tasks.reports.outline import Figure, Finding, Outline, parse_outline
-from tasks.reports.pdf import build_pdf
-from tasks.reports.pptx import build_pptx
+from tasks.startup.reports.outline import Figure, Finding, Outline, parse_outline
+from tasks.startup.reports.pdf import build_pdf
+from tasks.startup.reports.pptx import build_pptx
 
 OUTLINE = Outline(
     title="Tide-aware scheduling", subtitle="Harbour operations, 2026",
@@ -80,7 +80,7 @@ def test_an_outline_that_does_not_fit_says_where() -> None:
 def test_the_pdf_first_page_renders_to_a_png_thumbnail() -> None:
     from PIL import Image
 
-    from tasks.reports.preview import first_page_png
+    from tasks.startup.reports.preview import first_page_png
 
     data, _ = build_pdf(OUTLINE)
     png = first_page_png(data, width=300)

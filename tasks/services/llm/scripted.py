@@ -18,9 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 from tasks.services.llm import scripted_planner, sessions
-from tasks.services.llm.packet import Packet, PacketAction
 from tasks.services.llm.types import LLMRequest, LLMResult, ToolCall, Usage
 from tasks.settings import get_settings
+from tasks.startup.packet import Packet, PacketAction
 
 PROVIDER = "scripted"
 MODEL = "scripted-1"

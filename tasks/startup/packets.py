@@ -9,18 +9,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tasks import phases
 from tasks.engine import pg
 from tasks.engine.context import JobContext
 from tasks.engine.registry import JobType, register
 from tasks.engine.retry import RetryPolicy
-from tasks.projects import project_context
 from tasks.services.approvals import NewApproval, create_approval
 from tasks.services.llm import get_client
 from tasks.services.llm.flow import call_llm
-from tasks.services.llm.packet import parse_packet
 from tasks.services.llm.types import LLMRequest
 from tasks.services.memory import write_memory
+from tasks.startup import phases
+from tasks.startup.packet import parse_packet
+from tasks.startup.projects import project_context
 
 
 class PacketPayload(BaseModel):

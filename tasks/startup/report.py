@@ -11,16 +11,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from tasks.engine.context import JobContext
 from tasks.engine.registry import JobType, register
 from tasks.engine.retry import RetryPolicy
-from tasks.projects import project_context
-from tasks.reports.outline import Outline, parse_outline
-from tasks.reports.pdf import build_pdf
-from tasks.reports.pptx import build_pptx
-from tasks.reports.preview import first_page_png
 from tasks.services import artifacts, research
 from tasks.services.llm import get_client
 from tasks.services.llm.flow import call_llm
 from tasks.services.llm.types import LLMRequest
 from tasks.services.memory import write_memory
+from tasks.startup.projects import project_context
+from tasks.startup.reports.outline import Outline, parse_outline
+from tasks.startup.reports.pdf import build_pdf
+from tasks.startup.reports.pptx import build_pptx
+from tasks.startup.reports.preview import first_page_png
 
 PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 SYSTEM = ("You are the research analyst of a startup operating system. Answer with a JSON "

@@ -1,4 +1,4 @@
-"""`browser.check_page`: a landing page checked in Chromium (tasks.browser_check), its
+"""`browser.check_page`: a landing page checked in Chromium (tasks.startup.browser_check), its
 screenshots stored as artifacts, the results recorded, a summary into memory.
 
 The browser runs only when a step still needs what it sees: a retried job whose
@@ -12,12 +12,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tasks import browser_check
 from tasks.engine.context import JobContext
 from tasks.engine.registry import JobType, register
 from tasks.engine.retry import RetryPolicy
 from tasks.services import artifacts
 from tasks.services.memory import write_memory
+from tasks.startup import browser_check
 
 Check = Literal["screenshot", "mobile_responsive", "waitlist_form", "meta_tags"]
 SHOTS = ("screenshot", "mobile_responsive")  # the checks that leave a screenshot

@@ -13,7 +13,7 @@ from pptx.shapes.placeholder import SlidePlaceholder
 from pptx.slide import Slide
 from pptx.util import Inches, Pt
 
-from tasks.reports.outline import Finding, Outline
+from tasks.startup.reports.outline import Finding, Outline
 
 TITLE, TITLE_AND_CONTENT = 0, 1  # the default template's layouts
 FIXED_SLIDES = 3  # title, agenda, sources

@@ -14,12 +14,12 @@ from tasks.engine.context import JobContext
 from tasks.engine.errors import PermanentError
 from tasks.engine.registry import JobType, register
 from tasks.engine.sql import pending_approval
-from tasks.projects import project_context
 from tasks.services.approvals import NewApproval, create_approval
 from tasks.services.llm import get_client
 from tasks.services.llm.flow import call_llm
 from tasks.services.llm.types import LLMRequest
 from tasks.services.memory import write_memory
+from tasks.startup.projects import project_context
 
 
 class NightshiftPayload(BaseModel):

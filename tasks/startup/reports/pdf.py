@@ -22,7 +22,7 @@ from reportlab.platypus import (
     TableStyle,
 )
 
-from tasks.reports.outline import Outline
+from tasks.startup.reports.outline import Outline
 
 
 def build_pdf(outline: Outline) -> tuple[bytes, int]:

@@ -14,11 +14,11 @@ from tasks.engine.deltas import DeltaBuffer
 from tasks.engine.errors import PermanentError
 from tasks.engine.registry import JobType, register
 from tasks.engine.retry import RetryPolicy
-from tasks.projects import project_context
 from tasks.services.llm import get_client
 from tasks.services.llm.flow import call_llm
 from tasks.services.llm.types import LLMRequest
 from tasks.services.memory import write_memory
+from tasks.startup.projects import project_context
 
 HISTORY = 20
 

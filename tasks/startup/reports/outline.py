@@ -1,7 +1,7 @@
 """The outline a model writes for a report: findings with bullets, notes and figures.
 
 `parse_outline` is the one gate: a handler holds a valid `Outline` or the job fails
-saying what was wrong (as tasks.services.llm.packet does for packets).
+saying what was wrong (as tasks.startup.packet does for packets).
 """
 
 from __future__ import annotations

@@ -17,22 +17,30 @@ from tasks.engine import registry
 
 log = logging.getLogger(__name__)
 
-JOB_MODULES: dict[str, tuple[str, ...]] = {
-    "tasks.handlers.agent": ("agent.task",),
-    "tasks.services.effects.execute": ("approval.execute",),
-    "tasks.startup.browser": ("browser.check_page",),
-    "tasks.engine.canary": ("system.canary",),
-    "tasks.startup.chat": ("chat.reply",),
-    "tasks.handlers.code": ("code.run_task", "code.generate_mvp"),
-    "tasks.handlers.code_merge": ("code.run_task_until_merged",),
-    "tasks.handlers.functions": ("function.run", "code.generate_function"),
-    "tasks.startup.mail": ("email.process_due", "drip.process_digests", "drip.process_nudges"),
-    "tasks.startup.nightshift": ("nightshift.cycle_project",),
-    "tasks.startup.packets": ("phase0.generate_packet", "phase.generate_packet"),
-    "tasks.handlers.plan": ("plan.generate",),
-    "tasks.startup.report": ("research.generate_report",),
-    "tasks.handlers.workflow": ("workflow.run",),
+# Each system and the modules that register its job types, with the names they register.
+# A system whose job types need different parts of the machine keeps them in modules of
+# their own (the page check needs playwright; chat must not fail with it).
+SYSTEMS: dict[str, dict[str, tuple[str, ...]]] = {
+    "engine": {"tasks.engine.canary": ("system.canary",)},
+    "services": {"tasks.services.effects.execute": ("approval.execute",)},
+    "startup OS": {
+        "tasks.startup.packets": ("phase0.generate_packet", "phase.generate_packet"),
+        "tasks.startup.chat": ("chat.reply",),
+        "tasks.startup.mail": ("email.process_due", "drip.process_digests",
+                               "drip.process_nudges"),
+        "tasks.startup.nightshift": ("nightshift.cycle_project",),
+        "tasks.startup.report": ("research.generate_report",),
+        "tasks.startup.browser": ("browser.check_page",),
+    },
+    "coding agent": {
+        "tasks.coding.jobs": ("code.run_task", "code.generate_mvp", "code.run_task_until_merged"),
+    },
+    "planner": {"tasks.planner.jobs": ("plan.generate",),
+                "tasks.planner.agent": ("agent.task",)},
+    "workflows": {"tasks.workflows.jobs": ("workflow.run",)},
+    "functions": {"tasks.functions.jobs": ("function.run", "code.generate_function")},
 }
+JOB_MODULES = {module: names for modules in SYSTEMS.values() for module, names in modules.items()}
 
 
 def load() -> None:

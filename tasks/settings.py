@@ -201,7 +201,7 @@ class Settings:
     artifacts_s3_prefix: str = ""
     artifacts_s3_access_key_id: str = field(default="", repr=False)
     artifacts_s3_secret_access_key: str = field(default="", repr=False)
-    # tasks.handlers.workflow: how many steps of a run run at once unless the run says.
+    # tasks.workflows.jobs: how many steps of a run run at once unless the run says.
     workflow_parallel: int = 4
     # tasks.functions.sandbox_pool: warm sandbox processes kept per worker process, and
     # whether a root worker may run them as root when uid 65534 cannot (a weaker fence).

@@ -1,7 +1,7 @@
 """Plans: hand a goal to the planner, watch the plan run, edit it before approving it.
 
 The plan row and its `plan.generate` job are written in one transaction; everything after
-is the job's (tasks.handlers.plan). An edit is checked like the model's plan (every problem
+is the job's (tasks.planner.jobs). An edit is checked like the model's plan (every problem
 in one 422, nothing written) and stored as a new version with a new approval.
 """
 

@@ -1,6 +1,6 @@
 """Workflows: save a named DAG of job steps (each save of a name is a new, immutable
 version), list them, read one, run one and read a run. Validation is tasks.workflows.spec's;
-a run is a `workflow.run` job (tasks.handlers.workflow)."""
+a run is a `workflow.run` job (tasks.workflows.jobs)."""
 
 from __future__ import annotations
 

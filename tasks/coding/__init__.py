@@ -24,6 +24,7 @@ One module per concern, pure logic apart from I/O:
 - `prompts`    what the model is told in each phase
 - `mvp`        `code.generate_mvp`; `demo` the repository `switchyard up` offers
 
-The handlers (`tasks.handlers.code`) put them together as `code.run_task` and
-`code.generate_mvp`.
+`pipeline` puts them together in phases (start, explore and plan, build, verify,
+deliver); `jobs` registers them as `code.run_task`, `code.generate_mvp` and
+`code.run_task_until_merged` (`until_merged`).
 """

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tasks.coding import git
+from tasks.coding import git, pipeline
 from tasks.coding.payloads import GenerateMvpPayload
 from tasks.engine import pg
 from tasks.engine.context import JobContext
@@ -84,20 +84,18 @@ def ask_for_deploy(ctx: JobContext, commit: str, branch: str, repo_url: str) -> 
 
 
 def generate(ctx: JobContext, p: GenerateMvpPayload, *, resumed: bool) -> dict[str, Any]:
-    from tasks.handlers import code
-
     if p.repo_url:
         repo_url, source = p.repo_url, None
     else:
         repo_url = ctx.step("create-repository", new_repository, str(ctx.job_id))
         source = git.Source(repo_url, "local")  # the server's own: no tenant path to check
     task = MVP_TASK.format(description=p.description)
-    agent, cloned = code.start(ctx, repo_url, None, task, "mvp", source=source)
+    agent, cloned = pipeline.start(ctx, repo_url, None, task, "mvp", source=source)
     agent.context["task"] = p.description
-    repo_map, report, plan = code.explore_and_plan(agent, task)
-    code.build(agent, task, repo_map, report, plan)
-    verification = code.verify_loop(agent, task, 3)
-    delivered = code.deliver(agent, task=f"MVP: {p.description}", base_branch=cloned["branch"],
+    repo_map, report, plan = pipeline.explore_and_plan(agent, task)
+    pipeline.build(agent, task, repo_map, report, plan)
+    verification = pipeline.verify_loop(agent, task, 3)
+    delivered = pipeline.deliver(agent, task=f"MVP: {p.description}", base_branch=cloned["branch"],
                              github_repo=p.github_repo if p.repo_url else None, plan=plan,
                              verification=verification)
     files = agent.step_in_checkout("manifest", manifest, agent.checkout.ws.root)

@@ -13,15 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.coding import checkouts, git, github, plans, prompts, repomap, sandbox, tools, verify
+from tasks.coding import git, github, plans, prompts, repomap, sandbox, tools, verify
 from tasks.coding.loop import Agent, Checkout
-from tasks.coding.payloads import GenerateMvpPayload, RunTaskPayload
+from tasks.coding.payloads import RunTaskPayload
 from tasks.coding.tokens import github_token, token_for
 from tasks.coding.workspace import workspace_for
 from tasks.engine import pg
 from tasks.engine.context import JobContext
-from tasks.engine.registry import JobType, register
-from tasks.engine.retry import RetryPolicy
 from tasks.services import artifacts
 from tasks.settings import get_settings
 
@@ -287,20 +285,3 @@ def run_task(ctx: JobContext, p: RunTaskPayload) -> dict[str, Any]:
     return {**delivered, "iterations": verification.rounds,
             "tests_passed": verification.tests_passed, "subtasks": len(plan.subtasks),
             "debug_mode": verification.debug_mode, "resumed": resumed, **agent.spend.as_dict()}
-
-
-def generate_mvp(ctx: JobContext, p: GenerateMvpPayload) -> dict[str, Any]:
-    from tasks.coding import mvp
-
-    return mvp.generate(ctx, p, resumed=ctx.replaying)
-
-
-CODING_PARTS = ("git", "ripgrep", "sandbox")
-POLICY = RetryPolicy(base_seconds=2.0, max_seconds=120.0)
-RUN_TASK = register(JobType("code.run_task", RunTaskPayload, run_task, queue="agents",
-                            max_attempts=5, timeout_seconds=3600, retry_policy=POLICY,
-                            on_end=checkouts.release, requires=CODING_PARTS))
-GENERATE_MVP = register(JobType("code.generate_mvp", GenerateMvpPayload, generate_mvp,
-                                queue="agents", max_attempts=5, timeout_seconds=3600,
-                                retry_policy=POLICY, on_end=checkouts.release,
-                                requires=CODING_PARTS))

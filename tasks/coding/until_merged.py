@@ -12,7 +12,6 @@ from tasks.coding.payloads import RunTaskPayload
 from tasks.engine import pg
 from tasks.engine.context import JobContext
 from tasks.engine.errors import PermanentError
-from tasks.engine.registry import JobType, register
 from tasks.engine.sql import approval_status
 from tasks.services import approvals
 
@@ -42,7 +41,3 @@ def handle(ctx: JobContext, p: RunTaskPayload) -> dict[str, Any]:
         why = "closed without being merged" if status == "rejected" else f"not merged ({status})"
         raise PermanentError(f"the pull request {pr_url} was {why}")
     return {**result, "merged": True}
-
-
-JOB_TYPE = register(JobType("code.run_task_until_merged", RunTaskPayload, handle,
-                            queue="agents", max_attempts=5, public=False))

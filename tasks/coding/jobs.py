@@ -1,0 +1,30 @@
+"""The coding agent's job types: a task on a repository, an MVP from a description, and a
+task carried until its pull request is merged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tasks.coding import checkouts, mvp, pipeline, until_merged
+from tasks.coding.payloads import GenerateMvpPayload, RunTaskPayload
+from tasks.engine.context import JobContext
+from tasks.engine.registry import JobType, register
+from tasks.engine.retry import RetryPolicy
+
+
+def generate_mvp(ctx: JobContext, p: GenerateMvpPayload) -> dict[str, Any]:
+    return mvp.generate(ctx, p, resumed=ctx.replaying)
+
+
+CODING_PARTS = ("git", "ripgrep", "sandbox")
+POLICY = RetryPolicy(base_seconds=2.0, max_seconds=120.0)
+RUN_TASK = register(JobType("code.run_task", RunTaskPayload, pipeline.run_task, queue="agents",
+                            max_attempts=5, timeout_seconds=3600, retry_policy=POLICY,
+                            on_end=checkouts.release, requires=CODING_PARTS))
+GENERATE_MVP = register(JobType("code.generate_mvp", GenerateMvpPayload, generate_mvp,
+                                queue="agents", max_attempts=5, timeout_seconds=3600,
+                                retry_policy=POLICY, on_end=checkouts.release,
+                                requires=CODING_PARTS))
+UNTIL_MERGED = register(JobType("code.run_task_until_merged", RunTaskPayload,
+                                until_merged.handle, queue="agents", max_attempts=5,
+                                public=False))

@@ -1,1 +1,0 @@
-"""Job modules awaiting their system's package (tasks.catalog lists them)."""

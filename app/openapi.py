@@ -38,7 +38,7 @@ from tasks.engine.status import JobStatus
 from tasks.functions import store as function_store
 from tasks.services import keystore
 from tasks.services.effects.policy import KINDS
-from tasks.settings import get_settings
+from tasks.services.effects.policy import operator as operator_policy
 from tasks.workflows.spec import WorkflowSpec
 
 JSON = "application/json"
@@ -647,7 +647,7 @@ def _with_csrf_refusals(all_paths: dict[str, Any]) -> dict[str, Any]:
 
 def _operator_policy(components: dict[str, Any]) -> None:
     """This server's effect policy in the document: what a 422 would refuse is not valid."""
-    operator = get_settings().operator_policy
+    operator = operator_policy()
     for kind, ceiling in operator.ceilings.items():
         cap = components["EffectCaps"]["properties"][f"{kind}_per_day"]["anyOf"][0]
         cap["maximum"] = ceiling

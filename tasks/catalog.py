@@ -14,6 +14,7 @@ import importlib
 import logging
 
 from tasks.engine import registry
+from tasks.settings import SettingsError
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,8 @@ def load() -> None:
     for module, job_types in JOB_MODULES.items():
         try:
             importlib.import_module(module)
+        except SettingsError:
+            raise  # the operator's mistake stops the process, whichever module read it
         except Exception as exc:  # an ImportError, or anything a module raises at import
             reason = f"{type(exc).__name__}: {exc}"
             if isinstance(exc, ModuleNotFoundError) and exc.name:

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit
-
-from tasks.services.effects.policy import KINDS, Operator
-from tasks.services.egress import Allow
 
 
 class SettingsError(ValueError):
@@ -237,14 +235,6 @@ class Settings:
         return sqlalchemy_url(self.database_url)
 
     @property
-    def egress(self) -> Allow:
-        return Allow.parse(self.egress_allow)
-
-    @property
-    def operator_policy(self) -> Operator:
-        return Operator.parse(self.effects_allowed, self.effect_cap_ceilings)
-
-    @property
     def shared_credential_kinds(self) -> frozenset[str]:
         return frozenset(k.strip() for k in self.shared_credentials.split(",") if k.strip())
 
@@ -266,11 +256,8 @@ def check(settings: Settings) -> Settings:
         raise SettingsError(
             f"SWITCHYARD_STALE_AFTER_SECONDS ({settings.stale_after_seconds:g}) must be at "
             f"least 3 x SWITCHYARD_HEARTBEAT_SECONDS ({settings.heartbeat_seconds:g})")
-    try:
-        Allow.parse(settings.egress_allow)
-        Operator.parse(settings.effects_allowed, settings.effect_cap_ceilings)
-    except ValueError as exc:
-        raise SettingsError(str(exc)) from None
+    for service_check in _service_checks:
+        _run(service_check, settings)
     for name, value in (("SWITCHYARD_SECRET_KEY", settings.secret_key),
                         ("SWITCHYARD_METRICS_TOKEN", settings.metrics_token)):
         # HKDF does not slow a guess down, and /metrics has no failure limit: length does.
@@ -280,11 +267,27 @@ def check(settings: Settings) -> Settings:
     if bool(settings.artifacts_s3_access_key_id) != bool(settings.artifacts_s3_secret_access_key):
         raise SettingsError("SWITCHYARD_ARTIFACTS_S3_ACCESS_KEY_ID and _SECRET_ACCESS_KEY go "
                             "together: set both, or neither (boto3's usual AWS_* chain)")
-    if settings.shared_credential_kinds - set(KINDS):
-        raise SettingsError(f"SWITCHYARD_SHARED_CREDENTIALS names unknown effect kinds "
-                            f"{sorted(settings.shared_credential_kinds - set(KINDS))}: use "
-                            f"some of {list(KINDS)}")
     return settings
+
+
+# A service's own settings are strings here; the service says how they are read, and a
+# wrong one stops the process at start-up like any other (a ValueError naming it).
+ServiceCheck = Callable[["Settings"], object]
+_service_checks: list[ServiceCheck] = []
+
+
+def add_check(service_check: ServiceCheck) -> None:
+    """Check the settings a service reads; at once when they have been read already."""
+    _service_checks.append(service_check)
+    if get_settings.cache_info().currsize:
+        _run(service_check, get_settings())
+
+
+def _run(service_check: ServiceCheck, settings: Settings) -> None:
+    try:
+        service_check(settings)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 @lru_cache(maxsize=1)

@@ -11,8 +11,7 @@ from app.queries import list_projects, project_json, require_project
 from app.routes.body import parse_body
 from app.schemas import ProjectCreate, ProjectSettings, ProjectUpdate
 from models import Project
-from tasks.services.effects.policy import violations
-from tasks.settings import get_settings
+from tasks.services.effects.policy import operator, violations
 
 bp = Blueprint("projects", __name__)
 
@@ -60,7 +59,7 @@ def within_operator_policy(settings: ProjectSettings | None) -> None:
     """422 naming each permission or cap the operator does not allow; nothing is written."""
     if settings is None:
         return
-    problems = violations(settings.model_dump(exclude_none=True), get_settings().operator_policy)
+    problems = violations(settings.model_dump(exclude_none=True), operator())
     if problems:
         summary = "; ".join(f"{k}: {v}" for k, v in problems.items())
         raise ApiError(422, "validation_error", f"invalid request body: {summary}",

@@ -17,7 +17,6 @@ from urllib.parse import unquote, urlsplit
 
 from tasks.engine.errors import PermanentError, RetryableError
 from tasks.services import egress
-from tasks.settings import get_settings
 
 SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 # user@host:path, host:path: git's scp-like syntax, which is ssh.
@@ -114,7 +113,7 @@ def pin(url: str, allow: egress.Allow | None = None,
     egress guard, so git connects to the address that was checked. http:// only to hosts
     (or addresses) SWITCHYARD_EGRESS_ALLOW names: a token must not cross a network in clear
     unless the operator says that network is theirs."""
-    allow = allow if allow is not None else get_settings().egress
+    allow = allow if allow is not None else egress.allowed()
     try:
         dest = egress.resolve(url, allow, resolver)
     except egress.EgressRefused as exc:

@@ -23,7 +23,7 @@ from tasks.coding.payloads import GenerateMvpPayload
 from tasks.engine import pg
 from tasks.engine.context import JobContext
 from tasks.services import approvals, artifacts
-from tasks.services.effects.policy import policy_for
+from tasks.services.effects.policy import operator, policy_for
 from tasks.services.memory import write_memory
 from tasks.settings import get_settings
 
@@ -75,7 +75,7 @@ def ask_for_deploy(ctx: JobContext, commit: str, branch: str, repo_url: str) -> 
     url = settings.get("deploy_hook_url")
     if not url:
         return {"status": "skipped", "why": "the project has no deploy_hook_url"}
-    if not policy_for(settings, "deploy_hook", get_settings().operator_policy).allowed:
+    if not policy_for(settings, "deploy_hook", operator()).allowed:
         return {"status": "skipped", "why": "the project does not permit deploy_hook"}
     approval = approvals.create_approval(ctx.project_id, ctx.job_id, approvals.NewApproval(
         "deploy_hook", f"Deploy the MVP ({branch} @ {commit[:12]})",

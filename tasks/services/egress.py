@@ -21,7 +21,10 @@ import ipaddress
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import urlsplit
+
+from tasks.settings import Settings, add_check, get_settings
 
 IP = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -138,3 +141,20 @@ def resolve(url: str, allow: Allow, resolver: Resolver | None = None) -> Destina
                     f"{host} is not reachable from here: {why} (the operator can allow it "
                     "with SWITCHYARD_EGRESS_ALLOW)")
     return Destination(url, scheme, host, port, str(addresses[0]))
+
+
+@lru_cache(maxsize=4)
+def _parsed(entries: str) -> Allow:
+    return Allow.parse(entries)
+
+
+def allowed() -> Allow:
+    """The operator's SWITCHYARD_EGRESS_ALLOW, parsed."""
+    return _parsed(get_settings().egress_allow)
+
+
+def _check(settings: Settings) -> None:
+    Allow.parse(settings.egress_allow)
+
+
+add_check(_check)

@@ -84,7 +84,7 @@ def perform(*, project_id: str, action_type: str, args: dict[str, Any], idempote
         if settings is None:
             raise PermanentError(f"project {project_id} does not exist")
         rules = policy.check_permitted(settings, action_type,
-                                       get_settings().operator_policy)
+                                       policy.operator())
         # Read before the intent is written: a failure here must leave no intent behind
         # (the next caller would take it for a crash mid-call and call the effect unknown).
         creds = credentials(adapter, str(project_id))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tasks.engine.errors import PermanentError
+from tasks.settings import Settings, add_check, get_settings
 
 
 @dataclass(frozen=True)
@@ -155,3 +156,20 @@ def check_permitted(settings: Any, action_type: str,
             f"projects.settings.permissions.{action_type} to true to allow them",
             action_type=action_type)
     return policy
+
+
+def operator() -> Operator:
+    """What the operator lets any tenant do (SWITCHYARD_EFFECTS_ALLOWED, _EFFECT_CAP_CEILINGS)."""
+    s = get_settings()
+    return Operator.parse(s.effects_allowed, s.effect_cap_ceilings)
+
+
+def _check(settings: Settings) -> None:
+    Operator.parse(settings.effects_allowed, settings.effect_cap_ceilings)
+    unknown = settings.shared_credential_kinds - set(KINDS)
+    if unknown:
+        raise ValueError(f"SWITCHYARD_SHARED_CREDENTIALS names unknown effect kinds "
+                         f"{sorted(unknown)}: use some of {list(KINDS)}")
+
+
+add_check(_check)

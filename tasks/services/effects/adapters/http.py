@@ -45,7 +45,7 @@ def request(method: str, url: str, *, headers: dict[str, str] | None = None,
     extensions: dict[str, Any] = {}
     if tenant_url:
         try:
-            dest = egress.resolve(url, settings.egress)
+            dest = egress.resolve(url, egress.allowed())
         except egress.EgressRefused as exc:
             return not_sent(f"egress refused: {exc}", retryable=False)
         except OSError as exc:

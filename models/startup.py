@@ -114,6 +114,9 @@ class Approval(Base):
     decided_by: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     execution_status: Mapped[str] = mapped_column(Text, server_default=text("'idle'"))
     execution_job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    # What approving runs, chosen by the system that asked (tasks.services.approvals).
+    on_approve: Mapped[dict[str, Any]] = mapped_column(
+        JSONB, server_default=text("""'{"run": "effect"}'::jsonb"""))
     created_at: Mapped[datetime] = _now()
     updated_at: Mapped[datetime] = _now()
 

@@ -14,6 +14,8 @@ from tasks.engine import pg
 from tasks.engine.sql import pending_approval
 from tasks.services import approvals
 
+PR_MERGE = "pr_merge"  # the action type of a pull request's merge: a gate, no effect
+
 WAITING = f"""
 SELECT a.id, a.version, p.owner_id FROM approvals a JOIN projects p ON p.id = a.project_id
 WHERE a.project_id = %(project)s AND a.action_type = %(action)s
@@ -33,7 +35,7 @@ def closed_pull_request(doc: dict[str, Any]) -> tuple[str, bool] | None:
 def settle(project_id: str, url: str, merged: bool) -> list[str]:
     """Decide the project's merge gates of `url`; returns the approvals decided."""
     decided = []
-    rows = pg.fetch_dicts(WAITING, {"project": project_id, "action": approvals.PR_MERGE,
+    rows = pg.fetch_dicts(WAITING, {"project": project_id, "action": PR_MERGE,
                                     "url": url})
     for row in rows:
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from tasks.coding.merges import PR_MERGE
 from tasks.coding.payloads import RunTaskPayload
 from tasks.engine import pg
 from tasks.engine.context import JobContext
@@ -30,8 +31,9 @@ def handle(ctx: JobContext, p: RunTaskPayload) -> dict[str, Any]:
     pr_url = result.get("pr_url")
     if not pr_url:  # nothing changed: nothing to merge
         return {**result, "merged": None}
-    action = approvals.NewApproval(approvals.PR_MERGE, f"Merge {pr_url}"[:300],
-                                   {"pr_url": pr_url, "github_repo": p.github_repo})
+    action = approvals.NewApproval(PR_MERGE, f"Merge {pr_url}"[:300],
+                                   {"pr_url": pr_url, "github_repo": p.github_repo},
+                                   on_approve=approvals.GATE)
     gate = ctx.step("await-merge", lambda: str(approvals.create_approval(
         ctx.project_id, ctx.job_id, action, force_new=True, ttl=MERGE_TTL)))
     ctx.wait_any([], [gate])

@@ -12,7 +12,7 @@ from tasks.engine.context import JobContext
 from tasks.planner import store
 from tasks.services import approvals
 
-ACTION = approvals.PLAN  # a gate: approving a plan executes nothing, it wakes the plan's job
+ACTION = "plan"  # a gate: approving a plan executes nothing, it wakes the plan's job
 
 
 def _new(plan: dict[str, Any], version: int, tasks: Sequence[dict[str, Any]]
@@ -22,7 +22,7 @@ def _new(plan: dict[str, Any], version: int, tasks: Sequence[dict[str, Any]]
     args = {"plan_id": str(plan["id"]), "version": version, "goal": plan["goal"],
             "tasks": [{k: t[k] for k in ("id", "description", "assigned_to", "depends_on")}
                       for t in tasks]}
-    return approvals.NewApproval(ACTION, title[:300], args)
+    return approvals.NewApproval(ACTION, title[:300], args, on_approve=approvals.GATE)
 
 
 def ask(plan: dict[str, Any], version: int, tasks: Sequence[dict[str, Any]]) -> str:

@@ -2,7 +2,9 @@
 
 Approving writes the decision and the `approval.execute` job (key `approval:{id}`) in
 one transaction, so two approvals, concurrent or not, enqueue one execution. A phase
-advance is no effect: approving it enqueues the next phase's packet (tasks.startup.phases).
+advance is no effect: approving it enqueues the next phase's packet. What approving runs is
+recorded on the row by the system that asks (`on_approve`), so every process agrees on it
+without knowing the other systems' action types.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -20,17 +22,20 @@ from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.engine.errors import SwitchyardError
 from tasks.engine.sql import pending_approval, unknown_effect_of_action
 from tasks.services.effects.review import unknown_blocking_approval
-from tasks.startup import phases
 
 DEFAULT_TTL = timedelta(days=7)
 
-# Action types whose approval executes nothing: a job waits on the decision itself (a
-# workflow's gated step, a plan, a pull request's merge). Deciding one wakes the job that
-# asked (source_job_id).
-# A constant, not a registry: every process (web, worker, CLI) must agree on it, or one
-# that had not imported the planner would run a plan's approval as an effect.
-WORKFLOW_STEP, PLAN, PR_MERGE = "workflow_step", "plan", "pr_merge"
-GATES = frozenset({WORKFLOW_STEP, PLAN, PR_MERGE})
+# What approving runs (the row's `on_approve`): the action, as an effect through the ledger;
+# nothing, for a gate a job waits on (a workflow's step, a plan, a pull request's merge),
+# which deciding wakes (source_job_id); or a job of the asking system's choice (run_job).
+EFFECT: dict[str, Any] = {"run": "effect"}
+GATE: dict[str, Any] = {"run": "nothing"}
+
+
+def run_job(request: EnqueueRequest) -> dict[str, Any]:
+    """Approving enqueues this job (its key makes approving twice one job)."""
+    return {"run": "job", "job_type": request.job_type, "payload": request.payload,
+            "idempotency_key": request.idempotency_key}
 
 
 class ApprovalConflict(SwitchyardError):
@@ -52,6 +57,7 @@ class NewApproval:
     action_type: str
     title: str
     args: dict[str, Any]
+    on_approve: dict[str, Any] = field(default_factory=lambda: dict(EFFECT))
 
 
 def create_approval(project_id: uuid.UUID | str, source_job_id: uuid.UUID | str | None,
@@ -68,10 +74,11 @@ def create_approval(project_id: uuid.UUID | str, source_job_id: uuid.UUID | str 
             return row[0]
     row = pg.fetch_one(
         "INSERT INTO approvals (id, project_id, source_job_id, action_type, title, action_args, "
-        "args_hash, expires_at) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, now() + %s) "
+        "args_hash, expires_at, on_approve) "
+        "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, now() + %s, %s::jsonb) "
         "ON CONFLICT (project_id, source_job_id, args_hash) DO NOTHING RETURNING id",
         (uuid.uuid4(), project_id, source_job_id, action.action_type, action.title,
-         json.dumps(action.args), digest, ttl))
+         json.dumps(action.args), digest, ttl, json.dumps(action.on_approve)))
     if row is not None:
         return row[0]
     row = pg.fetch_one("SELECT id FROM approvals WHERE project_id = %s AND source_job_id = %s "
@@ -87,7 +94,7 @@ UPDATE approvals SET status = %(decision)s, version = version + 1, decided_at = 
     decided_by = %(owner)s, updated_at = now()
 WHERE id = %(id)s AND version = %(version)s AND {pending_approval()}
   AND NOT (%(decision)s::text = 'approved' AND EXISTS ({unknown_effect_of_action("approvals")}))
-RETURNING project_id, action_type, action_args, source_job_id
+RETURNING project_id, source_job_id, on_approve
 """
 
 
@@ -101,26 +108,33 @@ def decide(approval_id: uuid.UUID | str, owner_id: uuid.UUID | str, decision: st
         raise ValueError("decision must be 'approved' or 'rejected'")
     job = None
     with pg.transaction():
-        row = pg.fetch_one(DECIDE, {"id": approval_id, "decision": decision,
-                                    "owner": owner_id, "version": version})
-        if row is not None and decision == "approved" and row[1] not in GATES:
-            job = enqueue(_execution(approval_id, *row[:3]), publish=False)
+        row = pg.fetch_one_dict(DECIDE, {"id": approval_id, "decision": decision,
+                                         "owner": owner_id, "version": version})
+        request = (_execution(approval_id, row["project_id"], row["on_approve"])
+                   if row is not None and decision == "approved" else None)
+        if request is not None:
+            job = enqueue(request, publish=False)
             pg.fetch("UPDATE approvals SET execution_status = 'queued', execution_job_id = %s "
                      "WHERE id = %s AND execution_status = 'idle'", (job.job_id, approval_id))
     if row is None:
         raise _why_not(approval_id, decision, version)
     if job is not None:
         job.publish()
-    if row[3] is not None:  # a job waiting on this decision resumes now, not at a sweep
-        resume_if_ready(row[3])
+    if row["source_job_id"] is not None:  # a job waiting on it resumes now, not at a sweep
+        resume_if_ready(row["source_job_id"])
     return job.job_id if job else None
 
 
-def _execution(approval_id: uuid.UUID | str, project_id: uuid.UUID, action_type: str,
-               args: dict[str, Any]) -> EnqueueRequest:
-    """The job an approved action runs as: an effect through the ledger, or the next phase."""
-    if action_type == phases.ADVANCE:
-        return phases.next_packet(project_id, args)
+def _execution(approval_id: uuid.UUID | str, project_id: uuid.UUID,
+               on_approve: dict[str, Any]) -> EnqueueRequest | None:
+    """The job approving runs: the effect through the ledger, the job the row names, or
+    none (a gate)."""
+    if on_approve["run"] == "nothing":
+        return None
+    if on_approve["run"] == "job":
+        return EnqueueRequest(project_id=project_id, job_type=on_approve["job_type"],
+                              payload=on_approve["payload"],
+                              idempotency_key=on_approve["idempotency_key"])
     return EnqueueRequest(project_id=project_id, job_type="approval.execute",
                           payload={"approval_id": str(approval_id)},
                           idempotency_key=f"approval:{approval_id}")

@@ -14,11 +14,12 @@ from tasks.engine.context import JobContext
 from tasks.engine.errors import PermanentError
 from tasks.engine.registry import JobType, register
 from tasks.engine.sql import pending_approval
-from tasks.services.approvals import NewApproval, create_approval
+from tasks.services.approvals import create_approval
 from tasks.services.llm import get_client
 from tasks.services.llm.flow import call_llm
 from tasks.services.llm.types import LLMRequest
 from tasks.services.memory import write_memory
+from tasks.startup import phases
 from tasks.startup.projects import project_context
 
 
@@ -52,7 +53,7 @@ def _derive(ctx: JobContext, context: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _queue(project_id: uuid.UUID, job_id: uuid.UUID, actions: list[dict]) -> list[str]:
     return [str(create_approval(project_id, job_id,
-                                NewApproval(a["type"], a["title"], a.get("args", {}))))
+                                phases.approval_for(project_id, a)))
             for a in actions]
 
 

@@ -13,7 +13,7 @@ from tasks.engine import pg
 from tasks.engine.context import JobContext
 from tasks.engine.registry import JobType, register
 from tasks.engine.retry import RetryPolicy
-from tasks.services.approvals import NewApproval, create_approval
+from tasks.services.approvals import create_approval
 from tasks.services.llm import get_client
 from tasks.services.llm.flow import call_llm
 from tasks.services.llm.types import LLMRequest
@@ -75,8 +75,7 @@ def _store_packet(project_id: uuid.UUID, job_id: uuid.UUID, phase: int, packet: 
 
 def _create_approvals(project_id: uuid.UUID, job_id: uuid.UUID, packet: dict,
                       force_new: bool) -> list[str]:
-    return [str(create_approval(project_id, job_id,
-                                NewApproval(a["type"], a["title"], a.get("args", {})),
+    return [str(create_approval(project_id, job_id, phases.approval_for(project_id, a),
                                 force_new=force_new))
             for a in packet.get("actions", [])]
 

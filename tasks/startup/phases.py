@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 from tasks.engine.enqueue import EnqueueRequest
+from tasks.services import approvals
 
 PHASES = ("idea", "validation", "build", "launch", "growth")
 LAST = len(PHASES) - 1
@@ -33,6 +34,15 @@ def advance_action(phase: int) -> dict[str, Any] | None:
 def with_advance(packet: dict[str, Any], phase: int) -> dict[str, Any]:
     advance = advance_action(phase)
     return packet if advance is None else {**packet, "actions": [*packet["actions"], advance]}
+
+
+def approval_for(project_id: uuid.UUID | str, action: dict[str, Any]) -> approvals.NewApproval:
+    """A packet's action to approve: approving an advance enqueues the next packet, any
+    other action is an effect."""
+    args = action.get("args", {})
+    on_approve = (approvals.run_job(next_packet(project_id, args))
+                  if action["type"] == ADVANCE else approvals.EFFECT)
+    return approvals.NewApproval(action["type"], action["title"], args, on_approve)
 
 
 def next_packet(project_id: uuid.UUID | str, args: dict[str, Any]) -> EnqueueRequest:

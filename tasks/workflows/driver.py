@@ -33,6 +33,8 @@ from tasks.workflows.dag import (
 )
 from tasks.workflows.errors import WorkflowError
 
+GATE_ACTION = "workflow_step"  # a gated step's approval: it runs nothing, it wakes the run
+
 # (node, the states so far) -> (job type, payload): called once, when the node opens.
 Resolve = Callable[[Node, dict[str, StepState]], tuple[str, dict[str, Any]]]
 OnChange = Callable[[dict[str, StepState]], None]
@@ -103,7 +105,8 @@ def _open(ctx: JobContext, key: str, node: Node, states: dict[str, StepState],
         return
     if node.requires_approval and approved is None:
         args = {"run_job_id": str(ctx.job_id), "step": node.name, **job}
-        action = approvals.NewApproval(approvals.WORKFLOW_STEP, title(node, job), args)
+        action = approvals.NewApproval(GATE_ACTION, title(node, job), args,
+                                         on_approve=approvals.GATE)
         approval = ctx.step(f"{key}:gate:{node.name}", lambda: str(
             approvals.create_approval(ctx.project_id, ctx.job_id, action, force_new=True)))
         states[node.name] = StepState(WAITING_APPROVAL, approval_id=approval)

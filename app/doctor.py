@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import tasks.catalog  # noqa: F401 - registers every job type and the parts they need
 from tasks.engine import system_parts
 from tasks.settings import get_settings
 

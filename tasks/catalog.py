@@ -13,7 +13,8 @@ from __future__ import annotations
 import importlib
 import logging
 
-from tasks.engine import registry
+from tasks.engine import registry, sweeps
+from tasks.services import approvals
 from tasks.settings import SettingsError
 
 log = logging.getLogger(__name__)
@@ -62,4 +63,11 @@ def load() -> None:
             registry.mark_unavailable(job_types, reason)
 
 
+
+def add_sweeps() -> None:
+    """The services' sweeps, after the engine's."""
+    sweeps.add(approvals.EXPIRE_SWEEP)
+
+
 load()
+add_sweeps()

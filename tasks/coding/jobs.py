@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.coding import checkouts, mvp, pipeline, until_merged
+from tasks.coding import checkouts, mvp, pipeline, sandbox, until_merged
 from tasks.coding.payloads import GenerateMvpPayload, RunTaskPayload
+from tasks.engine import system_parts
 from tasks.engine.context import JobContext
 from tasks.engine.registry import JobType, register
 from tasks.engine.retry import RetryPolicy
@@ -16,7 +17,16 @@ def generate_mvp(ctx: JobContext, p: GenerateMvpPayload) -> dict[str, Any]:
     return mvp.generate(ctx, p, resumed=ctx.replaying)
 
 
-CODING_PARTS = ("git", "ripgrep", "sandbox")
+def _sandbox() -> system_parts.Finding:
+    why = sandbox.problem()  # the fence's own probe: one test of what it needs
+    return system_parts.Finding(why is None,
+                                why or "bubblewrap makes the fence (user namespaces work)")
+
+
+SANDBOX = system_parts.Part("sandbox", "bubblewrap sandbox", f"{system_parts.APT} bubblewrap",
+                            _sandbox)
+system_parts.add(SANDBOX)
+CODING_PARTS = ("git", "ripgrep", SANDBOX.name)
 POLICY = RetryPolicy(base_seconds=2.0, max_seconds=120.0)
 RUN_TASK = register(JobType("code.run_task", RunTaskPayload, pipeline.run_task, queue="agents",
                             max_attempts=5, timeout_seconds=3600, retry_policy=POLICY,

@@ -19,7 +19,6 @@ from tasks.engine.dispatch import broker_depth, dispatch_quietly
 from tasks.engine.sql import heartbeat_stale, lit, moved_columns, ready_to_resume, status_event
 from tasks.engine.status import JobStatus, guard
 from tasks.engine.store import Finished
-from tasks.services import approvals
 from tasks.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -120,18 +119,25 @@ class Sweep:
     run: Callable[[psycopg.Connection, dict], list[dict]]
 
 
-def _query(sql: str) -> Callable[[psycopg.Connection, dict], list[dict]]:
+def query(sql: str) -> Callable[[psycopg.Connection, dict], list[dict]]:
     return lambda conn, params: list(conn.cursor(row_factory=dict_row).execute(sql, params))
 
 
-SWEEPS: tuple[Sweep, ...] = (
-    Sweep("reclaim_stale", _query(RECLAIM_STALE)),
-    Sweep("expire_timeouts", _query(EXPIRE_TIMEOUTS)),
-    Sweep("dispatch_due", _query(DISPATCH_DUE)),
+# The engine's own sweeps, then those a service adds (tasks.catalog adds them, so every
+# beat runs the same list).
+SWEEPS: list[Sweep] = [
+    Sweep("reclaim_stale", query(RECLAIM_STALE)),
+    Sweep("expire_timeouts", query(EXPIRE_TIMEOUTS)),
+    Sweep("dispatch_due", query(DISPATCH_DUE)),
     Sweep("redispatch_lost", _redispatch_lost),
-    Sweep("resume_waiting", _query(READY_TO_RESUME)),
-    Sweep("expire_approvals", _query(approvals.EXPIRE_DUE)),
-)
+    Sweep("resume_waiting", query(READY_TO_RESUME)),
+]
+
+
+def add(sweep: Sweep) -> None:
+    if any(s.name == sweep.name for s in SWEEPS):
+        raise ValueError(f"sweep {sweep.name} is added twice")
+    SWEEPS.append(sweep)
 
 # The tick by the database's clock: beats on hosts whose clocks disagree still agree
 # on which tick it is, so a sweep runs once per tick whoever runs it.

@@ -52,13 +52,6 @@ def _python_venv() -> Finding:
     return found if found.ok else Finding(False, "python3 without venv/ensurepip: " + found.detail)
 
 
-def _sandbox() -> Finding:
-    from tasks.coding import sandbox  # the fence's own probe: one test of what it needs
-
-    why = sandbox.problem()
-    return Finding(why is None, why or "bubblewrap makes the fence (user namespaces work)")
-
-
 PARTS: dict[str, Part] = {p.name: p for p in (
     Part("chromium", "Chromium", f"{APT} chromium", lambda: _version([str(CHROMIUM), "--version"])),
     Part("git", "git", f"{APT} git", lambda: _version(["git", "--version"])),
@@ -67,8 +60,15 @@ PARTS: dict[str, Part] = {p.name: p for p in (
          lambda: _version(["node", "--version"]) if shutil.which("npm")
          else Finding(False, "npm is not installed")),
     Part("python3-venv", "python3 with venv", f"{APT} python3 python3-venv", _python_venv),
-    Part("sandbox", "bubblewrap sandbox", f"{APT} bubblewrap", _sandbox),
 )}
+
+
+def add(part: Part) -> None:
+    """A part a system's own code probes (the coding agent's sandbox); added on import of
+    the system's job module, so through tasks.catalog in every process."""
+    if PARTS.get(part.name, part) is not part:
+        raise ValueError(f"system part {part.name} is added twice")
+    PARTS[part.name] = part
 
 _present: set[str] = set()  # a part found stays found for the process's life
 

@@ -21,6 +21,7 @@ from tasks.engine.control import resume_if_ready
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.engine.errors import SwitchyardError
 from tasks.engine.sql import pending_approval, unknown_effect_of_action
+from tasks.engine.sweeps import Sweep, query
 from tasks.services.effects.review import unknown_blocking_approval
 
 DEFAULT_TTL = timedelta(days=7)
@@ -167,3 +168,4 @@ WHERE id IN (SELECT id FROM approvals WHERE status = 'pending' AND expires_at <=
              LIMIT 500 FOR UPDATE SKIP LOCKED)
 RETURNING id
 """
+EXPIRE_SWEEP = Sweep("expire_approvals", query(EXPIRE_DUE))

@@ -20,7 +20,6 @@ from typing import Any
 from tasks.services.llm import scripted_planner, sessions
 from tasks.services.llm.types import LLMRequest, LLMResult, ToolCall, Usage
 from tasks.settings import get_settings
-from tasks.startup.packet import Packet, PacketAction
 
 PROVIDER = "scripted"
 MODEL = "scripted-1"
@@ -134,33 +133,36 @@ def _packet(f: _Facts) -> str:
     insights.append(f"The fastest way to learn in the {f.phase} phase: {f.next_move}.")
     if f.phase in _INSIGHT:
         insights.append(_INSIGHT[f.phase])
-    packet = Packet(title=f"{f.name}: {f.phase} packet", summary=summary, insights=insights,
-                    actions=_actions(f))
-    return json.dumps(packet.model_dump(), ensure_ascii=False)
+    # The startup OS's packet shape (tasks.startup.packet validates what comes back).
+    packet = {"title": f"{f.name}: {f.phase} packet", "summary": summary,
+              "insights": insights, "actions": _actions(f)}
+    return json.dumps(packet, ensure_ascii=False)
 
 
-def _actions(f: _Facts) -> list[PacketAction]:
+def _actions(f: _Facts) -> list[dict[str, Any]]:
     """Only actions the project can carry out: each needs its own contact, URL or repo; what
     they say, and whether money is spent, follows the phase."""
     actions = []
     if f.contact:
-        actions.append(PacketAction(type="email", title=f"Send the {f.phase} update", args={
+        actions.append(_action("email", f"Send the {f.phase} update", args={
             "to": f.contact, "subject": f"{f.name}: {f.phase} update",
             "body": f"Where we are: {f.goal}. Next: {f.next_move}."}))
     if f.deploy_hook_url:
-        actions.append(PacketAction(type="deploy_hook", title="Deploy the latest build", args={
+        actions.append(_action("deploy_hook", "Deploy the latest build", args={
             "url": f.deploy_hook_url, "reason": f"{f.phase} packet"}))
     if f.github_repo:
-        actions.append(PacketAction(type="github_dispatch", title="Open the phase checklist", args={
+        actions.append(_action("github_dispatch", "Open the phase checklist", args={
             "repo": f.github_repo, "event_type": "switchyard.packet",
             "client_payload": {"phase": f.phase}}))
     if f.phase != "idea":
-        actions.append(PacketAction(type="ad_campaign", title="Test demand with a small campaign",
-                                    args={"channel": "search",
-                                          "headline": f"{f.name}: {f.goal}"[:90],
-                                          "keywords": f.keywords(),
-                                          "daily_budget_usd": f.ad_budget}))
+        actions.append(_action("ad_campaign", "Test demand with a small campaign", args={
+            "channel": "search", "headline": f"{f.name}: {f.goal}"[:90],
+            "keywords": f.keywords(), "daily_budget_usd": f.ad_budget}))
     return actions
+
+
+def _action(type_: str, title: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"type": type_, "title": title, "args": args}
 
 
 def _chat(f: _Facts) -> str:
@@ -189,7 +191,7 @@ def _plan(f: _Facts) -> str:
 
 
 def _nightshift(f: _Facts) -> str:
-    return json.dumps([a.model_dump() for a in _actions(f)], ensure_ascii=False)
+    return json.dumps(_actions(f), ensure_ascii=False)
 
 
 def _summary(f: _Facts) -> str:

@@ -56,7 +56,7 @@ def _sandbox() -> Finding:
     from tasks.coding import sandbox  # the fence's own probe: one test of what it needs
 
     why = sandbox.problem()
-    return Finding(why is None, why or "bubblewrap makes the fence (user namespaces work)")
+    return Finding(why is None, why or sandbox.fence_in_use())
 
 
 PARTS: dict[str, Part] = {p.name: p for p in (

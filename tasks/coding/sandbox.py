@@ -53,8 +53,9 @@ WORKER_GIT_CONFIG = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/nu
                      "-c", "diff.ignoreSubmodules=all", "-c", "submodule.recurse=false",
                      "-c", "status.submoduleSummary=false")
 USERNS_HINT = ("bubblewrap needs unprivileged user namespaces: under Docker run the worker "
-               "with the seccomp profile deploy/seccomp-bwrap.json (see docker-compose.yml; "
-               "Docker's default seccomp profile refuses them); on a host, "
+               "with the seccomp profile deploy/seccomp-bwrap.json, apparmor=unconfined and "
+               "systempaths=unconfined (see docker-compose.yml; Docker's default seccomp "
+               "profile refuses them); on a host, "
                "`sysctl kernel.unprivileged_userns_clone=1` (Debian) or "
                "`sysctl kernel.apparmor_restrict_unprivileged_userns=0` (Ubuntu 24.04)")
 

@@ -98,8 +98,8 @@ def filesystem(policy: RunPolicy, mounts: Mounts) -> list[str]:
     ws = str(mounts.workspace)
     argv = ["--dev", "/dev", "--perms", "1777", "--size", str(policy.memory_mb * MB),
             "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--proc", "/proc",
-            "--bind", str(mounts.tmp), "/tmp", "--bind", str(mounts.home), HOME,
-            "--bind", ws, ws]
+            "--bind", str(mounts.tmp), "/tmp", "--symlink", "/tmp", "/var/tmp",
+            "--bind", str(mounts.home), HOME, "--bind", ws, ws]
     if mounts.git is not None:
         argv += ["--ro-bind", str(mounts.git), str(mounts.git)]
     return [*argv, "--remount-ro", "/", "--chdir", ws]

@@ -27,7 +27,6 @@ def test_the_command_is_one_argument_after_every_fence() -> None:
     nasty = "echo $(id); rm -rf / --no-preserve-root; '\"` --bind / /"
     argv = bwrap_argv(nasty, POLICY, ROOT, MOUNTS, SYSTEM)
     assert argv[-3:] == ["/bin/bash", "-c", nasty] and argv.count(nasty) == 1
-    assert argv[argv.index("--") + 1:argv.index("--") + 2] != []  # setpriv's own "--"
     assert argv.index("/usr/bin/setpriv") < argv.index("/usr/bin/prlimit") \
         < argv.index("/usr/bin/bwrap") < len(argv) - 3
     assert argv[-4] == "--"  # bwrap stops reading options before the command
@@ -67,7 +66,8 @@ def test_the_system_is_read_only_and_the_workspace_the_writable_path() -> None:
     argv = bwrap_argv("true", POLICY, ROOT, MOUNTS, SYSTEM)
     assert pairs(argv, "--ro-bind") == [("/usr", "/usr"), ("/etc", "/etc"),
                                         ("/data/ws/job/.git", "/data/ws/job/.git")]
-    assert pairs(argv, "--symlink") == [("usr/bin", "/bin"), ("usr/lib", "/lib")]
+    assert pairs(argv, "--symlink") == [("usr/bin", "/bin"), ("usr/lib", "/lib"),
+                                        ("/tmp", "/var/tmp")]
     assert pairs(argv, "--bind") == [("/tmp/switchyard-cmd-x/tmp", "/tmp"),
                                      ("/tmp/switchyard-cmd-x/home", HOME),
                                      ("/data/ws/job", "/data/ws/job")]

@@ -103,8 +103,9 @@ def test_a_command_sees_the_system_read_only_and_no_other_checkout(parent: Path)
     assert "the other tenant's code" not in result.output
     assert "theirs" not in result.output.split()  # not listed (only named in errors)
     top = set(result.output.split())
-    assert not top & {"root", "var", "srv", "work", "home.", "run"}, result.output
+    assert not top & {"root", "srv", "work", "boot", "mnt", "run"}, result.output
     assert result.output.count("Read-only file system") == 2, result.output
+    assert run_command(mine, "ls -A /var", POLICY).output == "tmp\n"  # its own /tmp
     assert (mine / "mine.txt").read_text() == "ok\n"
 
 
@@ -214,7 +215,8 @@ sandbox.prepare_for_sandbox(work)
 policy = sandbox.RunPolicy(timeout_seconds=60, memory_mb=1024, output_chars=20000)
 checks = [c.command for c in verify.detect_commands(work)]
 ran = sandbox.run_command(work, checks[0], policy)
-probe = sandbox.run_command(work, "id -u; touch .git/planted; ls -A /; echo $HOME", policy)
+probe = sandbox.run_command(work, "id -u; touch .git/planted; env; ls -A /; echo $HOME",
+                            policy)
 print(json.dumps({"problem": sandbox.problem(), "checks": checks, "exit_code": ran.exit_code,
                   "output": ran.output, "probe": probe.output}))
 """
@@ -248,5 +250,7 @@ def test_the_sandbox_as_a_non_root_worker_runs_the_demo_repositorys_tests() -> N
         assert "Read-only file system" in out["probe"]
         assert "home" in probe and "switchyard" not in out["probe"].replace(str(data), "")
         assert probe[-1] != user.pw_dir  # a private HOME, not the worker's
+        assert "leaked-worker-secret" not in out["probe"]  # the worker's env stays its own
+        assert "PYTHONNOUSERSITE=1" in probe
     finally:
         shutil.rmtree(data)

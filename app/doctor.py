@@ -102,17 +102,29 @@ def _coding() -> Iterator[Check]:
     s = "coding agent"
     for name in ("git", "ripgrep", "sandbox", "python3-venv"):
         check = _part(s, name)
-        if name == "sandbox" and not check.ok and _in_container():
-            check = Check(s, check.what, False, check.detail + " (in a container: Docker's "
-                          "default seccomp profile refuses user namespaces)",
-                          "run the worker with security_opt seccomp=deploy/seccomp-bwrap.json "
-                          "(see docker-compose.yml)")
+        if name == "sandbox" and not check.ok:
+            check = _sandbox_fix(check)
         yield check
     node = _part(s, "node")
     yield Check(s, node.what, node.ok, node.detail + ("" if node.ok else
                 " (needed for JavaScript repositories only)"), node.fix, required=False)
     for label, url in _indexes():
         yield _reachable(s, label, url)
+
+
+def _sandbox_fix(check: Check) -> Check:
+    """Installing bubblewrap fixes a missing one; one that is there but refused its user
+    namespaces needs the container (or the kernel) to allow them."""
+    if shutil.which("bwrap") is None:
+        return check
+    if _in_container():
+        return Check(check.system, check.what, False, check.detail + " (this container "
+                     "refuses user namespaces: Docker's default seccomp profile)",
+                     "run the worker with security_opt seccomp=deploy/seccomp-bwrap.json, "
+                     "apparmor=unconfined and systempaths=unconfined (see docker-compose.yml)")
+    return Check(check.system, check.what, False, check.detail,
+                 "sysctl -w kernel.unprivileged_userns_clone=1 (Debian) or "
+                 "kernel.apparmor_restrict_unprivileged_userns=0 (Ubuntu 24.04)")
 
 
 def _functions() -> Iterator[Check]:

@@ -5,8 +5,10 @@ One module per concern, pure logic apart from I/O:
 - `payloads`   what clients send: `code.run_task` and `code.generate_mvp`
 - `workspace`  a job's checkout under data_dir/workspaces/<job id>; every path a tool is
                given resolved inside it (traversal and symlinks out refused as ToolError)
-- `sandbox`    `run_command`: a shell in the workspace in its own network and PID
-               namespaces, as an unprivileged user, with time, memory and output caps
+- `sandbox`    `run_command`: a shell in the workspace under bubblewrap (`bwrap_fence`):
+               the system read-only, its own /tmp and HOME, its own network and PID
+               namespaces, never root, with time, memory and output caps (`fence`: the
+               policy and the refusal; `unshare_fence`: the weaker opt-in fallback)
 - `tools`      the tool contract (list_files, read_file, write_file, edit_file, search,
                run, finish): schemas for the model and `run_tool`, which never raises for
                a tool's own failure; `file_tools` the file ones, `lint` the check on edit

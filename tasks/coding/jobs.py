@@ -19,8 +19,7 @@ def generate_mvp(ctx: JobContext, p: GenerateMvpPayload) -> dict[str, Any]:
 
 def _sandbox() -> system_parts.Finding:
     why = sandbox.problem()  # the fence's own probe: one test of what it needs
-    return system_parts.Finding(why is None,
-                                why or "bubblewrap makes the fence (user namespaces work)")
+    return system_parts.Finding(why is None, why or sandbox.fence_in_use())
 
 
 SANDBOX = system_parts.Part("sandbox", "bubblewrap sandbox", f"{system_parts.APT} bubblewrap",

@@ -1,11 +1,11 @@
 """`run_command`: the model's shell text run in its workspace, fenced in.
 
-Fences, each a plain util-linux tool in front of `bash -c` (no preexec_fn: the worker runs
-threads): `unshare` gives a new network namespace (no network, not even the loopback where
-PostgreSQL and Redis listen) and a new PID namespace (everything the command starts dies with
-it); `prlimit` caps memory, processes, file size and core dumps; `setpriv` drops a root
-worker to an unprivileged uid (an unprivileged worker gets the namespaces through a user
-namespace instead). The environment is an allow-list, the clock and the output are capped.
+The fence is bubblewrap (tasks.coding.bwrap_fence), for root and unprivileged workers alike:
+a mount namespace with the system read-only, a `/tmp` and HOME made for this one command,
+the checkout the only other writable path (its .git read-only), no network unless the
+project allows it, a PID namespace that dies with the command, prlimit's caps, and under a
+root worker the sandbox uid. Where bubblewrap cannot run the command is refused, unless the
+operator opted into the weaker unshare fence (SWITCHYARD_CODE_SANDBOX_SAME_USER=1).
 """
 
 from __future__ import annotations
@@ -23,18 +23,28 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.engine.errors import PermanentError
+from tasks.coding import bwrap_fence, unshare_fence
+from tasks.coding.bwrap_fence import Host, Mounts, SystemEntries
+from tasks.coding.fence import (
+    SANDBOX_GID,
+    SANDBOX_PATH,
+    SANDBOX_UID,
+    RunPolicy,
+    SandboxUnavailable,
+    sandbox_env,
+    unpassable,
+)
+from tasks.coding.output_cap import OutputCap
 from tasks.settings import get_settings
 
-SANDBOX_UID = SANDBOX_GID = 65534  # nobody / nogroup
-SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+__all__ = ["SANDBOX_GID", "SANDBOX_PATH", "SANDBOX_UID", "WORKER_GIT_CONFIG", "CommandResult",
+           "Host", "OutputCap", "RunPolicy", "SandboxUnavailable", "find_host", "hand_over",
+           "prepare_for_sandbox", "problem", "run_command", "sandbox_env"]
+
 # Output past this many times the cap is a flood (`yes`), not a verbose test run: kill it.
 FLOOD_FACTOR = 100
 # Once the command has exited, how long a process it escaped (setsid) may hold the pipe.
 DRAIN_SECONDS = 1.0
-# PID 1 of a namespace ignores the signals it has no handler for (`kill $$` would do
-# nothing), so the command runs as its child; `exit $?` keeps bash from exec'ing it.
-INIT_SCRIPT = '"$0" -c "$1"; exit $?'
 # The worker's own git, on a tree a command has written, runs with these: the tree may hold
 # a nested repository (planted, or a submodule's checkout) whose config git would otherwise
 # execute as the worker (core.fsmonitor, diff.external) when it recurses into it; status
@@ -42,28 +52,12 @@ INIT_SCRIPT = '"$0" -c "$1"; exit $?'
 WORKER_GIT_CONFIG = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
                      "-c", "diff.ignoreSubmodules=all", "-c", "submodule.recurse=false",
                      "-c", "status.submoduleSummary=false")
-
-
-class SandboxUnavailable(PermanentError):
-    """This machine cannot fence a command as asked: refuse rather than run it unfenced."""
-
-
-@dataclass
-class RunPolicy:
-    timeout_seconds: float
-    memory_mb: int
-    output_chars: int
-    network: bool = False
-    max_processes: int = 512  # RLIMIT_NPROC: counts threads too, per uid
-    max_file_mb: int = 1024  # RLIMIT_FSIZE: one file, not the disk
-    uid: int = SANDBOX_UID  # used when the worker runs as root
-    gid: int = SANDBOX_GID
-
-    @classmethod
-    def from_settings(cls, network: bool = False) -> RunPolicy:
-        s = get_settings()
-        return cls(timeout_seconds=s.code_run_timeout_seconds, memory_mb=s.code_run_memory_mb,
-                   output_chars=s.code_run_output_chars, network=network)
+USERNS_HINT = ("bubblewrap needs unprivileged user namespaces: under Docker run the worker "
+               "with the seccomp profile deploy/seccomp-bwrap.json, apparmor=unconfined and "
+               "systempaths=unconfined (see docker-compose.yml; Docker's default seccomp "
+               "profile refuses them); on a host, "
+               "`sysctl kernel.unprivileged_userns_clone=1` (Debian) or "
+               "`sysctl kernel.apparmor_restrict_unprivileged_userns=0` (Ubuntu 24.04)")
 
 
 @dataclass
@@ -75,161 +69,122 @@ class CommandResult:
     seconds: float
 
 
-@dataclass(frozen=True)
-class Host:
-    """The programs the fences are made of on this machine."""
-
-    as_root: bool
-    bash: str
-    prlimit: str
-    unshare: str | None
-    setpriv: str | None
-
-
-class OutputCap:
-    """Keeps the head (40 %) and tail (50 %) of a stream in bounded memory."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.head_max = limit * 4 // 10
-        self.tail_max = limit * 5 // 10
-        self.head = ""
-        self.tail = ""
-        self.total = 0
-
-    def feed(self, text: str) -> None:
-        self.total += len(text)
-        if len(self.head) < self.head_max:
-            room = self.head_max - len(self.head)
-            self.head, text = self.head + text[:room], text[room:]
-        self.tail += text
-        if len(self.tail) > 2 * self.tail_max:  # trim in batches, not on every chunk
-            self.tail = self.tail[-self.tail_max:]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > self.limit
-
-    def text(self) -> str:
-        # NUL cannot be stored (a JSON step output, a text column): shown as \0.
-        return self._text().replace("\x00", "\\0")
-
-    def _text(self) -> str:
-        if not self.truncated:
-            return self.head + self.tail
-        tail = self.tail[-self.tail_max:] if self.tail_max else ""
-        cut = self.total - len(self.head) - len(tail)
-        return f"{self.head}\n[... {cut} characters cut ...]\n{tail}"
-
-
 def find_host() -> Host:
     bash, prlimit = shutil.which("bash"), shutil.which("prlimit")
     if not bash or not prlimit:
         raise SandboxUnavailable("the sandbox needs bash and prlimit (util-linux) on the worker")
-    if os.geteuid() != 0 and not get_settings().code_sandbox_same_user:
-        # As the worker's own user a command could rewrite the job's git directory (a
-        # clean filter, a push URL) and so act as the worker outside the fence.
-        raise SandboxUnavailable("the coding agent's commands need a root worker (to run them "
-                                 "as an unprivileged user); SWITCHYARD_CODE_SANDBOX_SAME_USER=1 "
-                                 "accepts the weaker fence")
     return Host(as_root=os.geteuid() == 0, bash=bash, prlimit=prlimit,
-                unshare=shutil.which("unshare"), setpriv=shutil.which("setpriv"))
+                bwrap=shutil.which("bwrap"), setpriv=shutil.which("setpriv"),
+                unshare=shutil.which("unshare"))
 
 
-def sandbox_env(home: Path) -> dict[str, str]:
-    """The whole environment a command sees: nothing of the worker's (DATABASE_URL, keys)."""
-    return {"PATH": SANDBOX_PATH, "HOME": str(home), "TMPDIR": str(home), "LANG": "C.UTF-8",
-            "TERM": "dumb", "CI": "true", "PYTHONDONTWRITEBYTECODE": "1"}
+def system_entries(root: Path = Path("/")) -> SystemEntries:
+    """The system directories this machine has, each a link or a directory."""
+    found: SystemEntries = []
+    for name in bwrap_fence.SYSTEM_DIRS:
+        path = root / name
+        if path.is_symlink():
+            found.append((name, os.readlink(path)))
+        elif path.is_dir():
+            found.append((name, None))
+    return found
 
 
-def namespace_flags(policy: RunPolicy, as_root: bool) -> list[list[str]]:
-    """unshare's flags, the best first: the first this machine accepts is used."""
-    flags = [] if policy.network else ["--net"]
-    flags += ["--pid", "--fork", "--kill-child", "--mount-proc"]
-    if as_root:
-        return [flags]
-    # Unprivileged, namespaces need a user namespace of their own: the worker's uid mapped
-    # to itself (util-linux 2.38+), else to root inside it.
-    return [["--user", "--map-current-user", *flags], ["--user", "--map-root-user", *flags]]
-
-
-def sandbox_argv(command: str, policy: RunPolicy, host: Host, namespaces: list[str]) -> list[str]:
-    """The argv that runs `command` behind every fence (the command is one argument)."""
-    mb = 1024 * 1024
-    limits = [host.prlimit, f"--as={policy.memory_mb * mb}", f"--nproc={policy.max_processes}",
-              f"--fsize={policy.max_file_mb * mb}", "--core=0", "--"]
-    user: list[str] = []
-    if host.as_root:
-        if not host.setpriv:
-            raise SandboxUnavailable("the worker runs as root and setpriv (util-linux) is "
-                                     "missing: refusing to run commands as root")
-        user = [host.setpriv, f"--reuid={policy.uid}", f"--regid={policy.gid}",
-                "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all",
-                "--"]
-    elif host.setpriv:
-        user = [host.setpriv, "--no-new-privs", "--"]
-    shell = ([host.bash, "-c", INIT_SCRIPT, host.bash, command] if namespaces
-             else [host.bash, "-c", command])
-    return [*namespaces, *limits, *user, *shell]
+def resolv_dir() -> str | None:
+    """Where /etc/resolv.conf really lives when that is outside /etc."""
+    real = os.path.realpath("/etc/resolv.conf")
+    return None if real.startswith("/etc/") else os.path.dirname(real)
 
 
 _PROBED_OK: set[tuple[str, ...]] = set()  # a success holds for the worker's life; a failure
-# may have been passing (a process limit), so it is asked again next time
+# may be passing (a process limit), so it is asked again next time
 
 
-def _probe(prefix: tuple[str, ...], bash: str) -> str:
-    """'' when this machine can create these namespaces, else why not."""
-    if prefix in _PROBED_OK:
-        return ""
+def forget_probes() -> None:
+    """Ask the machine again (tests that change what it has)."""
+    _PROBED_OK.clear()
+    unshare_fence._PROBED_OK.clear()
+
+
+def bwrap_problem(policy: RunPolicy, host: Host) -> str | None:
+    """Why bubblewrap cannot make this policy's sandbox here, or None when it can."""
+    if host.bwrap is None:
+        return "bubblewrap is not installed (the coding agent's commands run in its sandbox)"
+    argv = tuple(bwrap_fence.probe_argv(policy, host, system_entries()))
+    if argv in _PROBED_OK:
+        return None
     try:
-        done = subprocess.run([*prefix, bash, "-c", ":"], capture_output=True, text=True,
-                              timeout=30, env={"PATH": SANDBOX_PATH}, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                              env={"PATH": SANDBOX_PATH}, cwd="/", check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return str(exc)
+        return f"bubblewrap does not run ({exc})"
     if done.returncode != 0:
-        return done.stderr.strip() or f"exit {done.returncode}"
-    _PROBED_OK.add(prefix)
-    return ""
+        said = done.stderr.strip() or f"exit {done.returncode}"
+        return f"bubblewrap cannot make a user namespace here ({said}): {USERNS_HINT}"
+    _PROBED_OK.add(argv)
+    return None
 
 
-def namespaces_for(policy: RunPolicy, host: Host) -> list[str]:
-    """unshare's argv prefix, [] when the policy allows running without; else refuse."""
-    if host.unshare is None:
-        if policy.network:
-            return []
-        raise SandboxUnavailable("unshare (util-linux) is not installed: refusing to run a "
-                                 "command with network access it must not have")
-    why = ""
-    for flags in namespace_flags(policy, host.as_root):
-        prefix = [host.unshare, *flags, "--"]
-        why = _probe(tuple(prefix), host.bash)
-        if not why:
-            return prefix
-    if policy.network:
-        return []  # the process group still ends what the command starts
-    raise SandboxUnavailable(f"cannot create a network namespace ({why}): refusing to run "
-                             "a command with network access it must not have")
+def choose_fence(policy: RunPolicy, host: Host) -> str:
+    """'bwrap', or 'unshare' where the operator accepted the weaker fence; else refuse."""
+    why = bwrap_problem(policy, host)
+    if why is None:
+        return "bwrap"
+    if not get_settings().code_sandbox_same_user:
+        raise SandboxUnavailable(f"{why}; refusing to run the command unfenced "
+                                 "(SWITCHYARD_CODE_SANDBOX_SAME_USER=1 accepts the weaker "
+                                 "unshare fence, which shares /tmp between commands)")
+    unshare_fence.namespaces_for(policy, host)  # refuses when even that cannot be made
+    return "unshare"
 
 
 def run_command(cwd: Path, command: str, policy: RunPolicy) -> CommandResult:
     """Run `bash -c command` in cwd behind the fences; never longer than the policy allows."""
     host = find_host()
-    argv = sandbox_argv(command, policy, host, namespaces_for(policy, host))
+    fence = choose_fence(policy, host)
+    workspace = Path(os.path.abspath(cwd))
+    with _command_dirs(policy, host.as_root) as (home, tmp):
+        if fence == "bwrap":
+            argv = bwrap_fence.bwrap_argv(command, policy, host, _mounts(workspace, home, tmp,
+                                          policy, host), system_entries(), resolv_dir())
+            env = sandbox_env(Path(bwrap_fence.HOME), Path("/tmp"))
+        else:
+            argv = unshare_fence.sandbox_argv(command, policy, host,
+                                              unshare_fence.namespaces_for(policy, host))
+            env = sandbox_env(home)
+        return _run(argv, workspace, env, policy)
+
+
+def _mounts(workspace: Path, home: Path, tmp: Path, policy: RunPolicy, host: Host) -> Mounts:
+    if host.as_root:
+        blocked = unpassable(workspace, policy.uid, policy.gid)
+        if blocked is not None:
+            raise SandboxUnavailable(f"the sandbox user (uid {policy.uid}) cannot pass through "
+                                     f"{blocked} to the checkout {workspace}: make it passable "
+                                     f"(chmod o+x {blocked})")
+    git = workspace / ".git"
+    if git.is_symlink():  # bound read-only by name: a link would protect its target instead
+        raise SandboxUnavailable(f"{git} is a symbolic link: refusing to run commands there")
+    return Mounts(workspace=workspace, git=git if git.exists() else None, tmp=tmp, home=home)
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str], policy: RunPolicy) -> CommandResult:
     started = time.monotonic()
-    with _sandbox_home(policy, host.as_root) as home:
-        proc = subprocess.Popen(argv, cwd=cwd, env=sandbox_env(home), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        cap = OutputCap(policy.output_chars)
-        try:
-            ending = _pump(proc, cap, started + policy.timeout_seconds,
-                           policy.output_chars * FLOOD_FACTOR)
-        finally:
-            _kill_group(proc.pid)  # whatever ended the command, nothing it started survives
-            assert proc.stdout is not None
-            proc.stdout.close()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=10)
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    cap = OutputCap(policy.output_chars)
+    try:
+        ending = _pump(proc, cap, started + policy.timeout_seconds,
+                       policy.output_chars * FLOOD_FACTOR)
+    finally:
+        # Whatever ended the command, nothing it started survives: under bubblewrap killing
+        # it kills the PID namespace's init (--die-with-parent), and with it the namespace.
+        _kill_group(proc.pid)
+        assert proc.stdout is not None
+        proc.stdout.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
     output = cap.text()
     if ending == "flood":
         output += (f"\n[the command was killed: it wrote more than "
@@ -277,18 +232,35 @@ def _kill_group(pgid: int) -> None:
 
 
 @contextlib.contextmanager
-def _sandbox_home(policy: RunPolicy, as_root: bool) -> Iterator[Path]:
-    """A throwaway HOME (and TMPDIR): caches and dotfiles stay out of the workspace."""
-    home = Path(tempfile.mkdtemp(prefix="switchyard-home-"))
+def _command_dirs(policy: RunPolicy, as_root: bool) -> Iterator[tuple[Path, Path]]:
+    """A HOME and a /tmp for this command alone, removed after it: what one command leaves
+    there (a `.pth`, a `~/.gitconfig`, a socket) no other command ever sees."""
+    base = Path(tempfile.mkdtemp(prefix="switchyard-cmd-"))
     try:
+        base.chmod(0o711)  # bubblewrap, as the sandbox user, opens the two below by name
+        home, tmp = base / "home", base / "tmp"
+        home.mkdir(mode=0o700)
+        tmp.mkdir(mode=0o700)
         # The tree's .git belongs to the worker, not to the sandbox user: without this, git
-        # in the sandbox would refuse the repository ("dubious ownership").
+        # in the sandbox could refuse the repository ("dubious ownership").
         (home / ".gitconfig").write_text("[safe]\n\tdirectory = *\n")
         if as_root:
-            hand_over([home, home / ".gitconfig"], policy)
-        yield home
+            hand_over([home, tmp, home / ".gitconfig"], policy)
+        yield home, tmp
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        _remove(base)
+
+
+def _remove(base: Path) -> None:
+    """rmtree, after giving back the search and write bits a command may have taken from
+    its own directories (chmod 000), which would leave them behind for a non-root worker."""
+    for dirpath, dirnames, _ in os.walk(base):
+        for name in dirnames:
+            with contextlib.suppress(OSError):
+                path = os.path.join(dirpath, name)
+                if not os.path.islink(path):
+                    os.chmod(path, 0o700)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def hand_over(paths: Iterable[Path], policy: RunPolicy) -> None:
@@ -329,7 +301,25 @@ def problem() -> str | None:
     """Why this worker cannot fence the coding agent's commands, or None when it can."""
     try:
         host = find_host()
-        namespaces_for(RunPolicy.from_settings(), host)
+        policy = RunPolicy.from_settings()
+        if choose_fence(policy, host) == "bwrap" and host.as_root:
+            workspaces = get_settings().workspaces_dir
+            blocked = unpassable(workspaces, policy.uid, policy.gid)
+            if blocked is not None:
+                return (f"the sandbox user (uid {policy.uid}) cannot pass through {blocked} "
+                        f"to the checkouts in {workspaces}: chmod o+x {blocked}")
     except SandboxUnavailable as exc:
         return str(exc)
     return None
+
+
+def fence_in_use() -> str:
+    """Which fence commands get here, for doctor: bubblewrap, or the weaker opt-in."""
+    try:
+        fence = choose_fence(RunPolicy.from_settings(), find_host())
+    except SandboxUnavailable as exc:
+        return str(exc)
+    if fence == "bwrap":
+        return "bubblewrap makes the fence (user namespaces work)"
+    return ("the weaker unshare fence (SWITCHYARD_CODE_SANDBOX_SAME_USER=1; commands share "
+            "/tmp): install bubblewrap")

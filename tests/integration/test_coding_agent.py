@@ -285,10 +285,14 @@ def test_a_github_token_goes_to_github_only(alice: Caller, model: FakeAnthropic)
     assert token_for(alice.project, Source("/srv/repos/x.git", "local")) is None
 
 
-def test_a_nul_byte_in_a_commands_output_is_shown_not_fatal(tmp_path: Path) -> None:
+def test_a_nul_byte_in_a_commands_output_is_shown_not_fatal() -> None:
     from tasks.coding import sandbox
+    from tasks.coding.workspace import workspace_for
 
-    ran = sandbox.run_command(tmp_path, "printf 'a\\000b'", sandbox.RunPolicy.from_settings())
+    # A checkout where checkouts live (pytest's tmp_path is closed to the sandbox user).
+    root = workspace_for("nul-byte-test").root
+    root.mkdir(exist_ok=True)
+    ran = sandbox.run_command(root, "printf 'a\\000b'", sandbox.RunPolicy.from_settings())
     assert ran.output == "a\\0b"
 
 

@@ -69,3 +69,22 @@ def test_the_summary_names_each_system_that_cannot_run_and_what_it_lacks() -> No
     assert exit_code(checks[:1] + checks[2:3]) == 0, "an optional part never fails doctor"
     assert fixes(checks) == ["apt-get install -y git", "apt-get install -y nodejs",
                              "apt-get install -y chromium"]
+
+
+@pytest.mark.parametrize(("bwrap", "container", "fix"), [
+    (None, True, "apt-get install -y bubblewrap"),  # missing: install it, container or not
+    ("/usr/bin/bwrap", True, "seccomp=deploy/seccomp-bwrap.json"),  # there, but refused
+    ("/usr/bin/bwrap", False, "kernel.unprivileged_userns_clone=1"),  # a host's sysctl
+])
+def test_a_sandbox_that_cannot_run_gets_the_fix_for_why(
+        monkeypatch: pytest.MonkeyPatch, bwrap: str | None, container: bool, fix: str) -> None:
+    from app import doctor
+
+    monkeypatch.setattr(doctor.shutil, "which", lambda name, *a, **k: bwrap)
+    monkeypatch.setattr(doctor, "_in_container", lambda: container)
+    check = Check("coding agent", "bubblewrap sandbox", False, "why",
+                  "apt-get install -y bubblewrap")
+    fixed = doctor._sandbox_fix(check)
+    assert not fixed.ok and fix in fixed.fix
+    assert ("container refuses user namespaces" in fixed.detail) is (bwrap is not None
+                                                                      and container)

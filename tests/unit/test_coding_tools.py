@@ -13,14 +13,9 @@ from pathlib import Path
 import pytest
 
 from tasks.coding import file_tools
-from tasks.coding.sandbox import (
-    Host,
-    OutputCap,
-    RunPolicy,
-    namespace_flags,
-    sandbox_argv,
-    sandbox_env,
-)
+from tasks.coding.bwrap_fence import Host
+from tasks.coding.fence import RunPolicy, sandbox_env
+from tasks.coding.output_cap import OutputCap
 from tasks.coding.tools import (
     READ_ONLY_TOOLS,
     TOOL_SCHEMAS,
@@ -28,6 +23,7 @@ from tasks.coding.tools import (
     run_tool,
     schemas_for,
 )
+from tasks.coding.unshare_fence import namespace_flags, sandbox_argv
 from tasks.coding.workspace import ToolError, Workspace, nested_repositories, workspace_for
 
 POLICY = RunPolicy(timeout_seconds=5, memory_mb=512, output_chars=2000)
@@ -316,8 +312,8 @@ def test_output_cap_keeps_the_head_and_the_tail_and_counts_the_cut() -> None:
     assert not small.truncated and small.text() == "x" * 100
 
 
-def test_the_command_is_one_argument_behind_every_fence() -> None:
-    host = Host(as_root=True, bash="/bin/bash", prlimit="/usr/bin/prlimit",
+def test_the_command_is_one_argument_behind_every_fence_of_the_unshare_fallback() -> None:
+    host = Host(as_root=True, bash="/bin/bash", prlimit="/usr/bin/prlimit", bwrap=None,
                 unshare="/usr/bin/unshare", setpriv="/usr/bin/setpriv")
     nasty = "echo $(id); rm -rf / --no-preserve-root; '\"` --net"
     ns = ["/usr/bin/unshare", *namespace_flags(POLICY, True)[0], "--"]
@@ -338,5 +334,6 @@ def test_the_command_is_one_argument_behind_every_fence() -> None:
 def test_the_sandbox_environment_is_an_allow_list(tmp_path: Path) -> None:
     env = sandbox_env(tmp_path)
     assert set(env) == {"PATH", "HOME", "TMPDIR", "LANG", "TERM", "CI",
-                        "PYTHONDONTWRITEBYTECODE"}
+                        "PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE"}
+    assert env["PYTHONNOUSERSITE"] == "1"  # no .pth from a HOME runs in the command's Python
     assert env["HOME"] == str(tmp_path) and env["CI"] == "true" and env["LANG"] == "C.UTF-8"

@@ -1,0 +1,123 @@
+"""The bubblewrap fence's argv, as pure functions of the policy and the paths.
+
+A command gets a mount namespace of its own in which the system directories are read-only,
+`/tmp` and HOME are directories made for this command alone, the checkout is the only other
+writable path and its `.git` is bound read-only over it; a new network namespace (only a
+loopback of its own) unless the policy allows the network, and a PID namespace whose init
+is bubblewrap's: when the command ends, everything it started ends. A root worker first
+drops to the sandbox uid (setpriv), so the user namespace maps that uid and no file of
+root's is the command's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks.coding.fence import RunPolicy, SandboxUnavailable
+
+HOME = "/home/sandbox"  # the same path in every command; a different directory under it
+# The top-level directories a command may read. Nothing else of the machine is there: not
+# /home, /root, /var, /srv or the data dir, so no other tenant's checkout, no worker's file.
+SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt")
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Host:
+    """The programs the fences are made of on this machine."""
+
+    as_root: bool
+    bash: str
+    prlimit: str
+    bwrap: str | None
+    setpriv: str | None
+    unshare: str | None
+
+
+@dataclass(frozen=True)
+class Mounts:
+    """The host directories one command gets."""
+
+    workspace: Path  # bound read-write at its own path
+    git: Path | None  # the checkout's .git, bound read-only over the workspace's
+    tmp: Path  # bound at /tmp
+    home: Path  # bound at HOME
+
+
+# (name, symlink target or None) for each of SYSTEM_DIRS present on the machine: a merged-/usr
+# system's /bin is a link to usr/bin, and must stay one inside.
+SystemEntries = list[tuple[str, str | None]]
+
+
+def drop_user(policy: RunPolicy, host: Host) -> list[str]:
+    """setpriv's argv when the worker is root: the command never holds root's uid, so the
+    worker's files (mode 0600, root's) stay closed to it. An unprivileged worker keeps its
+    uid, inside a mount namespace that shows none of its files."""
+    if not host.as_root:
+        return []
+    if not host.setpriv:
+        raise SandboxUnavailable("the worker runs as root and setpriv (util-linux) is "
+                                 "missing: refusing to run commands as root")
+    return [host.setpriv, f"--reuid={policy.uid}", f"--regid={policy.gid}", "--clear-groups",
+            "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"]
+
+
+def limits(policy: RunPolicy, host: Host) -> list[str]:
+    return [host.prlimit, f"--as={policy.memory_mb * MB}", f"--nproc={policy.max_processes}",
+            f"--fsize={policy.max_file_mb * MB}", "--core=0", "--"]
+
+
+def namespaces(policy: RunPolicy) -> list[str]:
+    """bubblewrap's namespace flags. --disable-userns: a nested user namespace would give
+    the command capabilities over mounts it made itself (the kernel keeps ours locked, but
+    it is one less door). --die-with-parent: the worker killing bubblewrap (timeout, flood)
+    kills the namespace's init, and with it every process in it."""
+    flags = ["--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
+             "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
+    if not policy.network:
+        flags.insert(2, "--unshare-net")
+    return flags
+
+
+def system_binds(entries: SystemEntries, resolv_dir: str | None = None) -> list[str]:
+    """The read-only system: each directory bound, each link recreated. `resolv_dir` is where
+    /etc/resolv.conf points when it is a link out of /etc (systemd-resolved): bound too,
+    or a command allowed the network could not resolve a name."""
+    argv: list[str] = []
+    for name, link in entries:
+        argv += ["--symlink", link, f"/{name}"] if link else ["--ro-bind", f"/{name}", f"/{name}"]
+    if resolv_dir:
+        argv += ["--ro-bind-try", resolv_dir, resolv_dir]
+    return argv
+
+
+def filesystem(policy: RunPolicy, mounts: Mounts) -> list[str]:
+    """Devices, a /proc of the new PID namespace, the command's own /tmp and HOME, the
+    checkout; then the root itself read-only (bubblewrap's root is a tmpfs: memory)."""
+    ws = str(mounts.workspace)
+    argv = ["--dev", "/dev", "--perms", "1777", "--size", str(policy.memory_mb * MB),
+            "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--proc", "/proc",
+            "--bind", str(mounts.tmp), "/tmp", "--symlink", "/tmp", "/var/tmp",
+            "--bind", str(mounts.home), HOME, "--bind", ws, ws]
+    if mounts.git is not None:
+        argv += ["--ro-bind", str(mounts.git), str(mounts.git)]
+    return [*argv, "--remount-ro", "/", "--chdir", ws]
+
+
+def bwrap_argv(command: str, policy: RunPolicy, host: Host, mounts: Mounts,
+               system: SystemEntries, resolv_dir: str | None = None) -> list[str]:
+    """The argv that runs `command` behind every fence (the command is one argument)."""
+    assert host.bwrap is not None
+    return [*drop_user(policy, host), *limits(policy, host), host.bwrap, *namespaces(policy),
+            *system_binds(system, resolv_dir if policy.network else None),
+            *filesystem(policy, mounts), "--", host.bash, "-c", command]
+
+
+def probe_argv(policy: RunPolicy, host: Host, system: SystemEntries) -> list[str]:
+    """A command that does nothing behind the same namespaces and system view: whether this
+    machine lets bubblewrap make them (seccomp, sysctl, AppArmor may each refuse)."""
+    assert host.bwrap is not None
+    return [*drop_user(policy, host), host.bwrap, *namespaces(policy),
+            *system_binds(system), "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/",
+            "--", host.bash, "-c", ":"]

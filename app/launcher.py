@@ -19,7 +19,7 @@ import urllib.request
 
 import click
 
-from app.cli import beat_command, web_command, worker_command
+from app.commands import beat_command, web_command, worker_command
 from app.embedded import embedded_postgres, embedded_redis, embedded_smtp
 from tasks.engine import pg
 from tasks.settings import get_settings

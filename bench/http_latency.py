@@ -60,7 +60,7 @@ CANARY = json.dumps({"job_type": "system.canary", "payload": {"steps": 1}}).enco
 
 def start_web(stack: contextlib.ExitStack, logdir: Path) -> tuple[int, subprocess.Popen]:
     """One gunicorn gthread process; returns (port, its master process)."""
-    from app.cli import web_command
+    from app.commands import web_command
     from app.embedded import free_port
 
     port = free_port()

@@ -1,0 +1,33 @@
+"""The command lines of Switchyard's processes: `switchyard web|worker|beat` exec them and
+`switchyard up` starts them side by side."""
+
+from __future__ import annotations
+
+import sys
+
+from tasks.settings import get_settings
+
+
+def web_command(host: str, port: int, threads: int) -> list[str]:
+    return [sys.executable, "-m", "gunicorn", "-k", "gthread", "-w", "1", "--threads",
+            str(threads), "-b", f"{host}:{port}", "--timeout", "60", "--graceful-timeout", "10",
+            "app.web:create_app()"]
+
+
+def worker_command(concurrency: int | None, queues: str | None, pool: str | None) -> list[str]:
+    # Pool and concurrency always go on the command line: Celery cannot tell an explicit
+    # `-P prefork` from its default, so a configured pool would silently win.
+    settings = get_settings()
+    cmd = [sys.executable, "-m", "celery", "-A", "tasks.celery_app", "worker",
+           "--loglevel", settings.log_level, "--pool", pool or settings.worker_pool,
+           "--concurrency", str(concurrency or settings.worker_concurrency)]
+    if queues:
+        cmd += ["--queues", queues]
+    return cmd
+
+
+def beat_command() -> list[str]:
+    schedule = get_settings().data_dir / "celerybeat-schedule"
+    schedule.parent.mkdir(parents=True, exist_ok=True)
+    return [sys.executable, "-m", "celery", "-A", "tasks.celery_app", "beat",
+            "--loglevel", get_settings().log_level, "--schedule", str(schedule)]

@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from app.hub import hub
 from tasks.engine import pg
+from tasks.engine.sql import due
 from tasks.engine.status import ACTIVE, sql_list
 from tasks.settings import get_settings
 
@@ -31,7 +32,7 @@ STEP_EVENTS_SAMPLED = 20_000  # the newest step events the duration quantiles lo
 UNFINISHED_JOBS = (f"SELECT job_type, status, count(*) FROM agent_jobs "
                    f"WHERE status IN {sql_list(ACTIVE)} GROUP BY 1, 2")
 OLDEST_DUE = ("SELECT queue, extract(epoch FROM now() - min(run_after)) FROM agent_jobs "
-              "WHERE status = 'queued' AND run_after <= now() GROUP BY 1")
+              f"WHERE {due()} GROUP BY 1")
 STEP_QUANTILES = """
 SELECT j.job_type,
     percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM s.finished_at - s.started_at)),

@@ -14,21 +14,21 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from app import responses
-from tasks.engine.sql import visible_to
+from tasks.engine.sql import due, visible_to
 from tasks.settings import get_settings
 
 VISIBLE = visible_to("j", ":viewer")
 
 QUEUE_STATS = text(f"""
 SELECT j.queue, j.job_type,
-    count(*) FILTER (WHERE j.status = 'queued' AND j.run_after <= now()) AS queued,
+    count(*) FILTER (WHERE {due("j")}) AS queued,
     count(*) FILTER (WHERE j.status = 'queued' AND j.run_after > now()) AS scheduled,
     count(*) FILTER (WHERE j.status = 'running') AS running,
     count(*) FILTER (WHERE j.status = 'waiting') AS waiting,
     count(*) FILTER (WHERE j.status = 'failed' AND j.completed_at > now() - interval '1 hour')
         AS failed_last_hour,
     extract(epoch FROM now() - min(j.run_after)
-            FILTER (WHERE j.status = 'queued' AND j.run_after <= now())) AS oldest_queued_seconds,
+            FILTER (WHERE {due("j")})) AS oldest_queued_seconds,
     count(*) FILTER (WHERE j.status = 'completed' AND j.completed_at > now() - interval '1 minute')
         AS completed_last_minute,
     count(*) FILTER (WHERE j.status = 'completed' AND j.completed_at > now() - interval '1 hour')

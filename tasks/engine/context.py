@@ -95,7 +95,7 @@ class JobContext:
         self._check_boundary()
         deferred = None
         if self._wrote or self.pending is not None:
-            started = store.event(2, "step", step_message(name, STEP_STARTED),
+            started = store.event(store.Order.NEXT, "step", step_message(name, STEP_STARTED),
                                   step_data(name, seq, STEP_STARTED), unless_canceled=True)
             self._write(seq=seq, name=name, events=[started])
         else:
@@ -132,7 +132,8 @@ class JobContext:
         """Append an event to the job's feed. Skipped while replaying, so replays add no noise."""
         if self.replaying:
             return
-        self._write(events=[store.event(2, type_, message, to_json(data or {}, "event data"))])
+        self._write(events=[store.event(store.Order.NEXT, type_, message,
+                                        to_json(data or {}, "event data"))])
 
     def spawn(self, job_type: str, payload: dict[str, Any], **options: Any) -> str:
         """Enqueue a child once per parent and position; returns its id."""
@@ -222,11 +223,11 @@ class JobContext:
         p = self.pending
         if p is None:
             return []
-        outcome = store.event(1, "step", step_message(p.name, p.status),
+        outcome = store.event(store.Order.OUTCOME, "step", step_message(p.name, p.status),
                               step_data(p.name, p.seq, p.status))
         if p.unwritten_start is None:
             return [outcome]
-        started = store.event(0, "step", step_message(p.name, STEP_STARTED),
+        started = store.event(store.Order.EARLIER_START, "step", step_message(p.name, STEP_STARTED),
                               step_data(p.name, p.seq, STEP_STARTED))
         return [started, outcome]
 

@@ -11,6 +11,7 @@ from tasks.engine import pg
 from tasks.engine.dispatch import dispatch_quietly
 from tasks.engine.sql import (
     MOVED_COLUMNS,
+    due,
     lit,
     moved_columns,
     ready_to_resume,
@@ -138,8 +139,8 @@ def resume_if_ready(*job_ids: uuid.UUID | str) -> list[uuid.UUID]:
 NEXT_FOR_KEY = f"""
 UPDATE agent_jobs SET dispatched_at = now()
 WHERE id IN (
-    SELECT id FROM agent_jobs WHERE concurrency_key = %(key)s AND status = 'queued'
-        AND run_after <= now() ORDER BY priority DESC, created_at
+    SELECT id FROM agent_jobs WHERE concurrency_key = %(key)s AND {due()}
+        ORDER BY priority DESC, created_at
         LIMIT GREATEST(1, (SELECT max(concurrency_limit) FROM agent_jobs
                            WHERE concurrency_key = %(key)s AND status = 'queued')
                           - (SELECT count(*) FROM agent_jobs r

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from tasks.engine import pg
-from tasks.engine.sql import running_under_key, visible_to
+from tasks.engine.sql import due, running_under_key, visible_to
 from tasks.engine.status import TERMINAL, JobStatus
 from tasks.settings import get_settings
 
@@ -184,7 +184,7 @@ WHERE j.id = %s
 AHEAD = f"""
 SELECT count(*) FILTER (WHERE {visible_to("j")}), COALESCE(bool_or(NOT {visible_to("j")}), false)
 FROM agent_jobs j
-WHERE j.status = 'queued' AND j.queue = %(queue)s AND j.run_after <= now()
+WHERE {due("j")} AND j.queue = %(queue)s
   AND (j.priority > %(priority)s OR (j.priority = %(priority)s AND j.created_at < %(created)s))
 """
 

@@ -131,7 +131,8 @@ def _finish(ctx: JobContext, new: JobStatus, **kwargs: Any) -> str:
     """Write the run's last move, then whatever follows it (control.after_transition)."""
     # A retry or a failure says why in its event, as the sweeps' moves do.
     reason = kwargs.get("error")
-    status_event = store.event(3, "status", new.value, status_data(new, S.RUNNING, reason))
+    status_event = store.event(store.Order.STATUS, "status", new.value,
+                               status_data(new, S.RUNNING, reason))
     events = [*ctx.pending_step_event(), status_event]
     try:
         done = store.finish(ctx.owner, ctx.next_write(), new, ctx.pending, events, **kwargs)
@@ -142,7 +143,7 @@ def _finish(ctx: JobContext, new: JobStatus, **kwargs: Any) -> str:
                                                "job_id": str(ctx.job_id)})
         ctx.pending = None
         refused = f"the database refused the job's output: {exc.diag.message_primary}"
-        status_event = store.event(3, "status", S.FAILED.value,
+        status_event = store.event(store.Order.STATUS, "status", S.FAILED.value,
                                    status_data(S.FAILED, S.RUNNING, refused))
         done = store.finish(ctx.owner, ctx.next_write(), S.FAILED, None, [status_event],
                             error=refused)

@@ -73,6 +73,13 @@ def visible_to(alias: str, viewer: str = "%(viewer)s") -> str:
             f"(SELECT id FROM projects WHERE owner_id = CAST({viewer} AS uuid)))")
 
 
+def due(alias: str = "") -> str:
+    """Waiting for a worker now: queued, and its time (a retry's backoff, a schedule) has
+    come by the database's clock."""
+    a = f"{alias}." if alias else ""
+    return f"{a}status = 'queued' AND {a}run_after <= now()"
+
+
 def pending_approval(alias: str = "") -> str:
     """Still awaiting a decision: pending and not expired (by the database's clock)."""
     a = f"{alias}." if alias else ""

@@ -33,7 +33,7 @@ class DeferredStart:
     written: bool = False
     settled: bool = False
 
-    def started_event(self, ord_: int) -> dict:
+    def started_event(self, ord_: store.Order) -> dict:
         return store.event(ord_, "step", step_message(self.name, STEP_STARTED),
                            step_data(self.name, self.seq, STEP_STARTED))
 
@@ -82,7 +82,8 @@ def _write(d: DeferredStart) -> None:
         try:
             # Unnumbered (None): the run's own numbered writes go on in its thread.
             cancel = store.checkpoint(d.owner, None, None, seq=d.seq, name=d.name,
-                                      events=[d.started_event(1)], started_at=d.started_at)
+                                      events=[d.started_event(store.Order.EARLIER_START)],
+                                      started_at=d.started_at)
             # A cancel (True) or a lost job (None) wrote no step row: the outcome must
             # then insert it (the deferred upsert), not update a row that is not there.
             d.written = cancel is False

@@ -15,10 +15,11 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import IntEnum
 from typing import Any
 
 from tasks.engine import pg
-from tasks.engine.sql import MOVED_COLUMNS, lit, owns_run, running_under_key, status_event
+from tasks.engine.sql import MOVED_COLUMNS, due, lit, owns_run, running_under_key, status_event
 from tasks.engine.status import TERMINAL, IllegalTransition, JobStatus, can_transition, guard
 
 S = JobStatus
@@ -129,9 +130,9 @@ CLAIM_KEYED = _CLAIM.replace(
     f"WHERE {running_under_key('%(key)s')}) < concurrency_limit",
 )
 
-KEY_OF_DUE = """
+KEY_OF_DUE = f"""
 SELECT concurrency_key FROM agent_jobs
-WHERE id = %s AND status = 'queued' AND run_after <= now() AND concurrency_key IS NOT NULL
+WHERE id = %s AND {due()} AND concurrency_key IS NOT NULL
 """
 # How long until a queued job is due, by the database's clock (a retry's countdown ran
 # on a worker's, so its wake-up may come early).
@@ -247,7 +248,17 @@ CHECKPOINTS = tuple(CHECKPOINT.replace("<DONE>", done.replace("<JOB>", "fresh"))
                     for done in (DONE_STEP, DONE_DEFERRED_STEP))
 
 
-def event(ord_: int, type_: str, message: str, data: str, *, unless_canceled: bool = False) -> dict:
+class Order(IntEnum):
+    """Where an event goes among those one statement writes (the feed's order)."""
+
+    EARLIER_START = 0  # a step's start whose write was deferred to its outcome's statement
+    OUTCOME = 1  # the step that just ended
+    NEXT = 2  # what happens next: the following step's start, a log line, a delta
+    STATUS = 3  # the job's own move (retrying, failed, completed): always last
+
+
+def event(ord_: Order, type_: str, message: str, data: str, *,
+          unless_canceled: bool = False) -> dict:
     return {"ord": ord_, "type": type_, "message": message, "data": data,
             "unless_canceled": unless_canceled}
 

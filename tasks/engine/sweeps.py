@@ -16,7 +16,7 @@ from psycopg.rows import dict_row
 
 from tasks.engine import control, lifecycle, pg
 from tasks.engine.dispatch import broker_depth, dispatch_quietly
-from tasks.engine.sql import heartbeat_stale, lit, moved_columns, ready_to_resume, status_event
+from tasks.engine.sql import due, heartbeat_stale, lit, moved_columns, ready_to_resume, status_event
 from tasks.engine.status import JobStatus, guard
 from tasks.engine.store import Finished
 from tasks.settings import get_settings
@@ -31,7 +31,7 @@ def _dispatch(condition: str) -> str:
     return f"""
 WITH due AS (
     SELECT id FROM agent_jobs
-    WHERE status = 'queued' AND run_after <= now() AND {condition}
+    WHERE {due()} AND {condition}
     ORDER BY priority DESC, run_after LIMIT {BATCH} FOR UPDATE SKIP LOCKED
 )
 UPDATE agent_jobs j SET dispatched_at = now() FROM due WHERE j.id = due.id

@@ -46,7 +46,8 @@ def test_a_write_retried_after_its_commit_applies_once(project) -> None:
     # Given a run whose step-start write landed but whose answer was lost
     run = _claim(project)
     owner = store.Owner(run.id, run.token)
-    started = [store.event(2, "step", "step-1 started", step_data("step-1", 1, "started"))]
+    started = [store.event(store.Order.NEXT, "step", "step-1 started",
+                           step_data("step-1", 1, "started"))]
     assert store.checkpoint(owner, 1, None, seq=1, name="step-1", events=started) is False
     # When the engine retries the same write (same number)
     assert store.checkpoint(owner, 1, None, seq=1, name="step-1", events=started) is False
@@ -54,7 +55,8 @@ def test_a_write_retried_after_its_commit_applies_once(project) -> None:
     assert step_events(run.id) == ["step-1"]
     assert pg.fetch("SELECT attempts FROM job_steps WHERE job_id = %s", (run.id,)) == [(1,)]
     # And a finish retried after it committed still reports the move, once
-    done = [store.event(3, "status", "completed", status_data(S.COMPLETED, S.RUNNING))]
+    done = [store.event(store.Order.STATUS, "status", "completed",
+                        status_data(S.COMPLETED, S.RUNNING))]
     first = store.finish(owner, 2, S.COMPLETED, None, done, result="{}")
     again = store.finish(owner, 2, S.COMPLETED, None, done, result="{}")
     assert first is not None and again is not None and again.status == S.COMPLETED
@@ -70,7 +72,8 @@ def test_a_finish_by_an_older_run_is_refused(project) -> None:
     second = store.claim(first.id, "host:2")
     assert second is not None
     # When the first run, back from the dead, tries to finish
-    done = [store.event(3, "status", "completed", status_data(S.COMPLETED, S.RUNNING))]
+    done = [store.event(store.Order.STATUS, "status", "completed",
+                        status_data(S.COMPLETED, S.RUNNING))]
     late = store.finish(store.Owner(first.id, first.token), 1, S.COMPLETED, None, done)
     # Then nothing is written for it; the second run still owns the job
     assert late is None

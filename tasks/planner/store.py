@@ -12,6 +12,7 @@ from typing import Any
 from tasks.engine import pg
 from tasks.engine.sql import approval_status, lit, pending_approval
 from tasks.engine.status import TERMINAL, sql_list
+from tasks.services import approvals
 
 Id = uuid.UUID | str
 TERMINAL_PLAN = ("completed", "failed", "rejected", "canceled")
@@ -188,10 +189,7 @@ def lock_for_edit(plan_id: Id) -> dict[str, Any]:
 
 def supersede_approval(approval_id: Id) -> None:
     """The pending approval gives way to an edited plan's (PlanConflict if already decided)."""
-    row = pg.fetch_one(f"UPDATE approvals SET status = 'expired', version = version + 1, "
-                       f"updated_at = now() WHERE id = %s AND {pending_approval()} RETURNING id",
-                       (str(approval_id),))
-    if row is None:
+    if not approvals.expire(f"id = %s AND {pending_approval()}", (str(approval_id),)):
         raise PlanConflict("the plan's approval was decided (or expired) meanwhile; reload it")
 
 

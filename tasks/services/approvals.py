@@ -43,6 +43,10 @@ class ApprovalConflict(SwitchyardError):
     """The decision saw an old version, or the approval is no longer pending."""
 
 
+class ApprovalExpired(ApprovalConflict):
+    """Still pending on the row, but past its expiry: deciding it is refused."""
+
+
 class ApprovalNotFound(SwitchyardError):
     pass
 
@@ -118,7 +122,10 @@ def decide(approval_id: uuid.UUID | str, owner_id: uuid.UUID | str, decision: st
             pg.fetch("UPDATE approvals SET execution_status = 'queued', execution_job_id = %s "
                      "WHERE id = %s AND execution_status = 'idle'", (job.job_id, approval_id))
     if row is None:
-        raise _why_not(approval_id, decision, version)
+        refused = _why_not(approval_id, decision, version)
+        if isinstance(refused, ApprovalExpired):  # leave the inbox now, not at the next sweep
+            expire(f"id = %s AND {OVERDUE}", (approval_id,))
+        raise refused
     if job is not None:
         job.publish()
     if row["source_job_id"] is not None:  # a job waiting on it resumes now, not at a sweep
@@ -148,9 +155,7 @@ def _why_not(approval_id: uuid.UUID | str, decision: str, version: int) -> Switc
         return ApprovalNotFound(f"approval {approval_id} does not exist")
     status, current, expired = row
     if status == "pending" and expired:
-        pg.fetch("UPDATE approvals SET status = 'expired', version = version + 1, "
-                 "updated_at = now() WHERE id = %s AND status = 'pending'", (approval_id,))
-        return ApprovalConflict("the approval has expired")
+        return ApprovalExpired("the approval has expired")
     if current != version:
         return ApprovalConflict(f"the approval changed (version {current}, the decision saw "
                                 f"{version}); reload it")
@@ -161,11 +166,22 @@ def _why_not(approval_id: uuid.UUID | str, decision: str, version: int) -> Switc
     return ApprovalConflict(f"the approval is already {status}")
 
 
+# Pending past its expiry, by the database's clock (sql.pending_approval is the converse).
+OVERDUE = "status = 'pending' AND expires_at <= now()"
+
+
+def expire_sql(condition: str) -> str:
+    """The one way an approval expires: the approvals matching `condition`, pending or not
+    (the condition says), leave the inbox as expired under a new version."""
+    return (f"UPDATE approvals SET status = 'expired', version = version + 1, "
+            f"updated_at = now() WHERE {condition} RETURNING id")
+
+
+def expire(condition: str, params: tuple[Any, ...]) -> list[uuid.UUID]:
+    return [row["id"] for row in pg.fetch_dicts(expire_sql(condition), params)]
+
+
 # Run by the sweeps: pending approvals past their expiry leave the inbox as expired.
-EXPIRE_DUE = """
-UPDATE approvals SET status = 'expired', version = version + 1, updated_at = now()
-WHERE id IN (SELECT id FROM approvals WHERE status = 'pending' AND expires_at <= now()
-             LIMIT 500 FOR UPDATE SKIP LOCKED)
-RETURNING id
-"""
+EXPIRE_DUE = expire_sql(f"id IN (SELECT id FROM approvals WHERE {OVERDUE} "
+                        "LIMIT 500 FOR UPDATE SKIP LOCKED)")
 EXPIRE_SWEEP = Sweep("expire_approvals", query(EXPIRE_DUE))

@@ -11,9 +11,7 @@ from werkzeug.exceptions import HTTPException
 
 from app import responses
 from tasks.engine import pg
-from tasks.engine.enqueue import ProjectNotFound
-from tasks.engine.errors import InvalidPayload, JobTypeUnavailable, UnknownJobType
-from tasks.services.effects.review import UnknownEffectPending
+from tasks.engine.errors import SwitchyardError
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +41,6 @@ class ApiError(Exception):
 
 def not_found(what: str) -> ApiError:
     return ApiError(404, "not_found", f"{what} not found")
-
-
-def unknown_effect_conflict(exc: UnknownEffectPending) -> ApiError:
-    """Doing an action again while an earlier effect of it may have happened."""
-    return ApiError(409, "effect_unknown", str(exc), {"effect_id": exc.effect_id,
-                                                      "kind": exc.kind})
 
 
 def validation_error(exc: ValidationError) -> ApiError:
@@ -83,23 +75,11 @@ def register_error_handlers(app: Flask) -> None:
     def _validation(exc: ValidationError):
         return _api(validation_error(exc))
 
-    @app.errorhandler(UnknownJobType)
-    def _unknown_type(exc: UnknownJobType):
-        return _api(ApiError(422, "unknown_job_type", str(exc), {"field": "job_type"}))
-
-    @app.errorhandler(JobTypeUnavailable)
-    def _unavailable_type(exc: JobTypeUnavailable):
-        return _api(ApiError(422, "job_type_unavailable", str(exc),
-                             {"field": "job_type", "job_type": exc.job_type,
-                              "reason": exc.reason}))
-
-    @app.errorhandler(InvalidPayload)
-    def _payload(exc: InvalidPayload):
-        return _api(ApiError(422, "invalid_payload", str(exc), {"field": "payload", **exc.details}))
-
-    @app.errorhandler(ProjectNotFound)
-    def _project(exc: ProjectNotFound):
-        return _api(not_found("project"))
+    @app.errorhandler(SwitchyardError)
+    def _domain(exc: SwitchyardError):
+        if exc.http_status is None:  # an engine error no request should meet: a 500
+            return _unexpected(exc)
+        return _api(ApiError(exc.http_status, exc.code, str(exc), exc.details()))
 
     @app.errorhandler(HTTPException)
     def _http(exc: HTTPException):

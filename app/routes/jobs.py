@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from app import db
 from app.auth import current_owner, current_viewer
-from app.errors import ApiError, not_found, unknown_effect_conflict, validation_error
+from app.errors import ApiError, not_found, validation_error
 from app.hub import Event, Subscription
 from app.queries import (
     job_for_owner,
@@ -101,7 +101,7 @@ def cancel_job(jid: str):
 def retry_job(jid: str):
     job = _owned_job(jid)
     if (blocked := review.unknown_blocking_job(str(job.id))) is not None:
-        raise unknown_effect_conflict(blocked)
+        raise blocked
     if not control.retry_failed(job.id):
         raise ApiError(409, "conflict", f"only a failed job can be retried; this one is "
                        f"{_job_body(job.id)['status']}", {"status": job.status})

@@ -12,7 +12,7 @@ from sqlalchemy import select, tuple_
 
 from app import db, responses
 from app.auth import current_owner
-from app.errors import ApiError, not_found, unknown_effect_conflict, validation_error
+from app.errors import ApiError, not_found, validation_error
 from app.queries import decode_cursor, encode_cursor, require_project
 from app.routes.body import parse_body
 from app.schemas import ChatListQuery, Integral, Strict, Text, has_nul, iso
@@ -20,7 +20,6 @@ from models import AgentMemory, Approval, ChatMessage, Project
 from tasks.engine import pg
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.services import approvals
-from tasks.services.effects.review import UnknownEffectPending
 from tasks.settings import get_settings
 from tasks.startup.schedules import DAILY, enqueue_scheduled
 
@@ -132,12 +131,7 @@ def decide(aid: str):
     if approval is None:
         raise not_found("approval")
     body = parse_body(DecisionBody)
-    try:
-        approvals.decide(approval_id, current_owner(), body.decision, body.version)
-    except approvals.ApprovalConflict as exc:
-        raise ApiError(409, "conflict", str(exc), {"field": "version"}) from None
-    except UnknownEffectPending as exc:
-        raise unknown_effect_conflict(exc) from None
+    approvals.decide(approval_id, current_owner(), body.decision, body.version)
     fresh = session.get(Approval, approval_id, populate_existing=True)  # decided since
     return jsonify(approval_json(fresh))
 

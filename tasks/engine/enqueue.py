@@ -18,7 +18,10 @@ from tasks.engine.storable import to_json
 
 
 class ProjectNotFound(SwitchyardError):
-    pass
+    http_status, code = 404, "not_found"
+
+    def __init__(self, message: str = "project not found"):
+        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ def enqueue(req: EnqueueRequest, *, publish: bool = True) -> Enqueued:
     try:
         row = pg.fetch_one(INSERT_JOB, params)
     except psycopg.errors.ForeignKeyViolation:
-        raise ProjectNotFound(f"project {req.project_id} does not exist") from None
+        raise ProjectNotFound() from None
     if row is None:
         # Lost the race to a concurrent insert with the same key: read its row
         # (a new statement, so a new snapshot that sees the winner's commit).

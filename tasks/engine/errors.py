@@ -7,10 +7,22 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 
 class SwitchyardError(Exception):
-    """Root of every error Switchyard raises on purpose."""
+    """Root of every error Switchyard raises on purpose.
+
+    One that a client's request can cause says what it means over HTTP (`http_status`,
+    `code`, `details()`), next to where it is raised; app/errors.py turns any of them into
+    the response, and the rest into a 500.
+    """
+
+    http_status: int | None = None
+    code = "error"
+
+    def details(self) -> dict[str, Any]:
+        return {}
 
 
 class RetryableError(SwitchyardError):
@@ -35,22 +47,35 @@ class NonDeterministicStep(PermanentError):
 
 
 class UnknownJobType(PermanentError):
-    pass
+    http_status, code = 422, "unknown_job_type"
+
+    def details(self) -> dict[str, Any]:
+        return {"field": "job_type"}
 
 
 class JobTypeUnavailable(PermanentError):
     """A known job type that this machine cannot run: its module or a system part is missing."""
+
+    http_status, code = 422, "job_type_unavailable"
 
     def __init__(self, name: str, reason: str):
         super().__init__(f"job type {name} is unavailable on this machine: {reason}")
         self.job_type = name
         self.reason = reason
 
+    def details(self) -> dict[str, Any]:
+        return {"field": "job_type", "job_type": self.job_type, "reason": self.reason}
+
 
 class InvalidPayload(PermanentError):
+    http_status, code = 422, "invalid_payload"
+
     def __init__(self, message: str, *, details: dict | None = None):
         super().__init__(message)
-        self.details = details or {}
+        self.fields = details or {}
+
+    def details(self) -> dict[str, Any]:
+        return {"field": "payload", **self.fields}
 
 
 class JobTimeout(PermanentError):

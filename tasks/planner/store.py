@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tasks.engine import pg
+from tasks.engine.errors import SwitchyardError
 from tasks.engine.sql import approval_status, lit, pending_approval
 from tasks.engine.status import TERMINAL, sql_list
 from tasks.services import approvals
@@ -30,8 +31,10 @@ PLAN_READ = ("SELECT " + ", ".join(f"p.{c.strip()}" for c in PLAN_COLUMNS.split(
              "FROM plans p LEFT JOIN agent_jobs j ON j.id = p.job_id")
 
 
-class PlanConflict(Exception):
+class PlanConflict(SwitchyardError):
     """The plan is not in a state that allows the change (e.g. edited after approval)."""
+
+    http_status, code = 409, "plan_not_editable"
 
 
 def insert_plan(plan_id: Id, project_id: Id, *, name: str, goal: str, repo_url: str | None,

@@ -42,13 +42,18 @@ def run_job(request: EnqueueRequest) -> dict[str, Any]:
 class ApprovalConflict(SwitchyardError):
     """The decision saw an old version, or the approval is no longer pending."""
 
+    http_status, code = 409, "conflict"
+
+    def details(self) -> dict[str, Any]:
+        return {"field": "version"}
+
 
 class ApprovalExpired(ApprovalConflict):
     """Still pending on the row, but past its expiry: deciding it is refused."""
 
 
 class ApprovalNotFound(SwitchyardError):
-    pass
+    http_status, code = 404, "not_found"
 
 
 def args_hash(action_type: str, args: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ ones that hold up doing the same action again until a person has resolved them.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from tasks.engine import pg
 from tasks.engine.errors import SwitchyardError
@@ -18,6 +19,8 @@ STATUSES = ("intent", "succeeded", "failed", "unknown")
 class UnknownEffectPending(SwitchyardError):
     """Doing this again could do it twice: an earlier effect of it has an unknown outcome."""
 
+    http_status, code = 409, "effect_unknown"
+
     def __init__(self, effect_id: str, kind: str):
         super().__init__(
             f"an earlier {kind} of this exact action has an unknown outcome (effect "
@@ -25,6 +28,9 @@ class UnknownEffectPending(SwitchyardError):
             f"succeeded or failed (POST /api/effects/{effect_id}/resolve) before doing it again")
         self.effect_id = effect_id
         self.kind = kind
+
+    def details(self) -> dict[str, Any]:
+        return {"effect_id": self.effect_id, "kind": self.kind}
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
-from app import responses
+from app import pgpool, responses
 from app.errors import ApiError, not_found
 from models import AgentJob, Artifact, JobStep, Project
 
@@ -151,3 +151,14 @@ def parse_uuid(value: str) -> uuid.UUID | None:
         return uuid.UUID(value)
     except ValueError:
         return None
+
+
+def webhook_project(pid: str) -> uuid.UUID | None:
+    """The project a delivery names, if it exists and has an owner (not the system's)."""
+    try:
+        project_id = uuid.UUID(pid)
+    except ValueError:
+        return None
+    row = pgpool.fetch_one("SELECT id FROM projects WHERE id = %s AND owner_id IS NOT NULL",
+                           (project_id,))
+    return row[0] if row else None

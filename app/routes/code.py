@@ -16,10 +16,10 @@ from typing import Annotated
 from flask import Blueprint, Response, jsonify, request, url_for
 from pydantic import ConfigDict, Field, field_validator
 
-from app import db, pgpool
+from app import db
 from app.auth import current_owner
 from app.errors import ApiError
-from app.queries import require_project
+from app.queries import require_project, webhook_project
 from app.routes.body import parse_body
 from app.schemas import Integral, Text
 from tasks.coding import github, merges, webhooks
@@ -79,7 +79,7 @@ def create_code_task(pid: str):
 @bp.post("/api/webhooks/github/<pid>")
 def github_webhook(pid: str):
     raw = request.get_data(cache=False)  # MAX_CONTENT_LENGTH caps it (413)
-    project_id = _webhook_project(pid)
+    project_id = webhook_project(pid)
     secrets = keystore.read(project_id, [WEBHOOK_SECRET, GITHUB_TOKEN]) if project_id else {}
     if not webhooks.signature_ok(secrets.get(WEBHOOK_SECRET, ""), raw,
                                  request.headers.get("X-Hub-Signature-256")):
@@ -117,14 +117,3 @@ def github_webhook(pid: str):
     log.info("webhook enqueued", extra={"action": "webhook_enqueued", **facts,
                                         "job_id": str(job.job_id), "job_created": job.created})
     return _accepted(job.job_id, job.created)
-
-
-def _webhook_project(pid: str) -> uuid.UUID | None:
-    """The project a delivery names, if it exists and has an owner (not the system's)."""
-    try:
-        project_id = uuid.UUID(pid)
-    except ValueError:
-        return None
-    row = pgpool.fetch_one("SELECT id FROM projects WHERE id = %s AND owner_id IS NOT NULL",
-                           (project_id,))
-    return row[0] if row else None

@@ -7,7 +7,6 @@ in one 422, nothing written) and stored as a new version with a new approval.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from flask import Blueprint, jsonify, url_for
@@ -26,8 +25,6 @@ from app.plan_schemas import (
 )
 from app.queries import parse_uuid, project_id_for_owner, require_project
 from app.routes.body import parse_body
-from tasks.engine import pg
-from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.planner import approval, schema, store
 
 bp = Blueprint("plans", __name__)
@@ -40,16 +37,11 @@ JOB_ENDS = {"completed": "completed", "failed": "failed", "canceled": "blocked"}
 def create_plan(pid: str):
     project = require_project(db.session(), current_owner(), pid)
     body = parse_body(PlanCreate)
-    plan_id = uuid.uuid4()
-    with pg.transaction():
-        job = enqueue(EnqueueRequest(project.id, "plan.generate", {"plan_id": str(plan_id)},
-                                     idempotency_key=f"plan:{plan_id}"), publish=False)
-        store.insert_plan(plan_id, project.id, name=body.name, goal=body.goal,
-                          repo_url=body.repo_url, github_repo=body.github_repo,
-                          auto_approve=body.auto_approve, complete_on_merge=body.complete_on_merge,
-                          job_id=job.job_id)
-    job.publish()
-    out = PlanAccepted(plan_id=plan_id, job_id=job.job_id,
+    plan_id, job_id = store.create(project.id, name=body.name, goal=body.goal,
+                                   repo_url=body.repo_url, github_repo=body.github_repo,
+                                   auto_approve=body.auto_approve,
+                                   complete_on_merge=body.complete_on_merge)
+    out = PlanAccepted(plan_id=plan_id, job_id=job_id,
                        status_url=url_for("plans.get_plan", plan_id=str(plan_id)))
     return jsonify(out.dump()), 202
 

@@ -17,10 +17,10 @@ from app.queries import decode_cursor, encode_cursor, require_project
 from app.routes.body import parse_body
 from app.schemas import ChatListQuery, Integral, Strict, Text, has_nul, iso
 from models import AgentMemory, Approval, ChatMessage, Project
-from tasks.engine import pg
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.services import approvals
 from tasks.settings import get_settings
+from tasks.startup import chat
 from tasks.startup.schedules import DAILY, enqueue_scheduled
 
 bp = Blueprint("startup", __name__)
@@ -59,17 +59,8 @@ def launch(pid: str):
 def post_chat(pid: str):
     project = _project(pid)
     body = parse_body(ChatBody)
-    message_id = uuid.uuid4()
-    # The message and its reply job commit together; the wake-up is published after.
-    with pg.transaction():
-        pg.fetch("INSERT INTO chat_messages (id, project_id, role, content) "
-                 "VALUES (%s, %s, 'user', %s)", (message_id, project.id, body.message))
-        job = enqueue(EnqueueRequest(project.id, "chat.reply", {"message_id": str(message_id)},
-                                     idempotency_key=f"chat:{project.id}:{message_id}"),
-                      publish=False)
-        pg.fetch("UPDATE chat_messages SET job_id = %s WHERE id = %s", (job.job_id, message_id))
-    job.publish()
-    return jsonify({"message_id": str(message_id), "job_id": str(job.job_id)}), 202
+    message_id, job_id = chat.post(project.id, body.message)
+    return jsonify({"message_id": str(message_id), "job_id": str(job_id)}), 202
 
 
 @bp.get("/api/projects/<pid>/chat")

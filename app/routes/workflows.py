@@ -14,7 +14,7 @@ from app.errors import ApiError, not_found
 from app.queries import parse_uuid, project_id_for_owner, require_project
 from app.routes.body import parse_body
 from app.schemas import WorkflowRunBody, iso
-from tasks.engine import pg, registry
+from tasks.engine import registry
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.engine.errors import SwitchyardError
 from tasks.workflows import store
@@ -106,26 +106,14 @@ def run_workflow(wid: str):
         202 if job.created else 200
 
 
-# A run's steps as the driver last mirrored them, each running one's status read live from
-# its child job (the driver only looks again when one ends).
-RUN_STEPS = """
-SELECT s.name, s.status, s.job_id, s.output, s.error, s.approval_id, c.status AS job_status,
-       c.result AS job_result
-FROM workflow_run_steps s LEFT JOIN agent_jobs c ON c.id = s.job_id
-WHERE s.run_job_id = %s
-"""
-
-
 @bp.get("/api/workflow-runs/<jid>")
 def get_run(jid: str):
-    job = pg.fetch_one_dict("SELECT id, project_id, status, payload, last_error, created_at, "
-                            "completed_at FROM agent_jobs WHERE id = %s "
-                            "AND job_type = 'workflow.run'", (jid,)) if parse_uuid(jid) else None
+    job = store.run(jid) if parse_uuid(jid) else None
     if job is None or project_id_for_owner(current_owner(), str(job["project_id"])) is None:
         raise not_found("workflow run")
     stored = store.get(job["payload"]["workflow_id"])
     steps = {}
-    for row in pg.fetch_dicts(RUN_STEPS, (jid,)):
+    for row in store.run_steps(jid):
         state = StepState(row["status"], _text(row["job_id"]), row["output"], row["error"],
                           _text(row["approval_id"]))
         if state.status == RUNNING and step_status(row["job_status"]) != RUNNING:
@@ -149,10 +137,7 @@ def get_run(jid: str):
 @bp.get("/api/workflows/<wid>/runs")
 def list_runs(wid: str):
     stored = _owned(wid)
-    rows = pg.fetch_dicts("SELECT id, status, created_at, payload->'inputs' AS inputs "
-                          "FROM agent_jobs WHERE project_id = %s AND job_type = 'workflow.run' "
-                          "AND payload->>'workflow_id' = %s ORDER BY created_at DESC LIMIT 50",
-                          (str(stored.project_id), str(stored.id)))
+    rows = store.runs(stored.project_id, stored.id)
     return jsonify({"items": [{"job_id": str(r["id"]), "status": r["status"],
                                "inputs": r["inputs"], "created_at": iso(r["created_at"])}
                               for r in rows]})

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tasks.engine import pg
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.engine.errors import SwitchyardError
 from tasks.engine.sql import approval_status, lit, pending_approval
 from tasks.engine.status import TERMINAL, sql_list
@@ -35,6 +36,21 @@ class PlanConflict(SwitchyardError):
     """The plan is not in a state that allows the change (e.g. edited after approval)."""
 
     http_status, code = 409, "plan_not_editable"
+
+
+def create(project_id: Id, *, name: str, goal: str, repo_url: str | None,
+           github_repo: str | None, auto_approve: bool, complete_on_merge: bool
+           ) -> tuple[uuid.UUID, uuid.UUID]:
+    """A plan and the job that writes it, committed together; (plan id, job id)."""
+    plan_id = uuid.uuid4()
+    with pg.transaction():
+        job = enqueue(EnqueueRequest(project_id, "plan.generate", {"plan_id": str(plan_id)},
+                                     idempotency_key=f"plan:{plan_id}"), publish=False)
+        insert_plan(plan_id, project_id, name=name, goal=goal, repo_url=repo_url,
+                    github_repo=github_repo, auto_approve=auto_approve,
+                    complete_on_merge=complete_on_merge, job_id=job.job_id)
+    job.publish()
+    return plan_id, job.job_id
 
 
 def insert_plan(plan_id: Id, project_id: Id, *, name: str, goal: str, repo_url: str | None,

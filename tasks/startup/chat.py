@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from tasks.engine import pg
 from tasks.engine.context import JobContext
 from tasks.engine.deltas import DeltaBuffer
+from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.engine.errors import PermanentError
 from tasks.engine.registry import JobType, register
 from tasks.engine.retry import RetryPolicy
@@ -27,6 +28,21 @@ class ChatPayload(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     message_id: uuid.UUID
+
+
+def post(project_id: uuid.UUID, message: str) -> tuple[uuid.UUID, uuid.UUID]:
+    """Store a founder's message and enqueue its reply; (message id, reply job id)."""
+    message_id = uuid.uuid4()
+    # The message and its reply job commit together; the wake-up is published after.
+    with pg.transaction():
+        pg.fetch("INSERT INTO chat_messages (id, project_id, role, content) "
+                 "VALUES (%s, %s, 'user', %s)", (message_id, project_id, message))
+        job = enqueue(EnqueueRequest(project_id, "chat.reply", {"message_id": str(message_id)},
+                                     idempotency_key=f"chat:{project_id}:{message_id}"),
+                      publish=False)
+        pg.fetch("UPDATE chat_messages SET job_id = %s WHERE id = %s", (job.job_id, message_id))
+    job.publish()
+    return message_id, job.job_id
 
 
 def _load(project_id: uuid.UUID, message_id: uuid.UUID) -> dict[str, Any]:

@@ -77,3 +77,34 @@ def listing(project_id: uuid.UUID | str) -> list[dict[str, Any]]:
                     (str(project_id),))
     return [{"name": name, "versions": list(versions), "latest_id": str(latest),
              "updated_at": updated} for name, versions, latest, updated in rows]
+
+
+# --- runs, as the API reads them ----------------------------------------------------------
+
+def run(job_id: uuid.UUID | str) -> dict[str, Any] | None:
+    """A `workflow.run` job's row (None for any other job)."""
+    return pg.fetch_one_dict("SELECT id, project_id, status, payload, last_error, created_at, "
+                             "completed_at FROM agent_jobs WHERE id = %s "
+                             "AND job_type = 'workflow.run'", (str(job_id),))
+
+
+# A run's steps as the driver last mirrored them, with each child job's live status (the
+# driver only looks again when one ends).
+RUN_STEPS = """
+SELECT s.name, s.status, s.job_id, s.output, s.error, s.approval_id, c.status AS job_status,
+       c.result AS job_result
+FROM workflow_run_steps s LEFT JOIN agent_jobs c ON c.id = s.job_id
+WHERE s.run_job_id = %s
+"""
+
+
+def run_steps(job_id: uuid.UUID | str) -> list[dict[str, Any]]:
+    return pg.fetch_dicts(RUN_STEPS, (str(job_id),))
+
+
+def runs(project_id: uuid.UUID | str, workflow_id: uuid.UUID | str) -> list[dict[str, Any]]:
+    """A workflow's latest 50 runs, newest first."""
+    return pg.fetch_dicts("SELECT id, status, created_at, payload->'inputs' AS inputs "
+                          "FROM agent_jobs WHERE project_id = %s AND job_type = 'workflow.run' "
+                          "AND payload->>'workflow_id' = %s ORDER BY created_at DESC LIMIT 50",
+                          (str(project_id), str(workflow_id)))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -14,13 +13,9 @@ from pydantic import (
     Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
-    ValidationError,
     field_validator,
 )
 from pydantic_core import core_schema
-
-from tasks.engine import registry
-from tasks.engine.errors import InvalidPayload
 
 NO_NUL = r"^[^\x00]*$"
 
@@ -48,30 +43,6 @@ def _integral(value: Any) -> Any:
 
 Text = Annotated[str, _Storable()]
 Integral = BeforeValidator(_integral)  # after the bounds in Annotated[...], or their schema breaks
-
-
-def _integral_floats(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _integral_floats(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_integral_floats(v) for v in value]
-    return _integral(value)
-
-
-def check_payload_types(job_type: str, payload: dict[str, Any]) -> None:
-    """The job type's model applied strictly to the JSON sent: `false` or `"3"` is no number.
-
-    Enqueueing parses payloads leniently (workers and spawns build them in Python); a client's
-    wrong-typed field is an error instead, as the contract and the OpenAPI document say.
-    """
-    try:
-        registry.get_public(job_type).payload_model.model_validate_json(
-            json.dumps(_integral_floats(payload)), strict=True)
-    except ValidationError as exc:
-        fields = {".".join(str(p) for p in e["loc"]) or "payload": e["msg"] for e in exc.errors()}
-        summary = "; ".join(f"{k}: {v}" for k, v in fields.items())
-        raise InvalidPayload(f"invalid payload for {job_type}: {summary}",
-                             details={"fields": fields}) from None
 
 
 def has_nul(value: Any) -> bool:

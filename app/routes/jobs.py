@@ -20,7 +20,7 @@ from app.queries import (
     steps_of,
 )
 from app.routes.body import parse_body
-from app.schemas import JobCreate, JobListQuery, check_payload_types
+from app.schemas import JobCreate, JobListQuery
 from app.sse import event_stream, sse_response, stream_cursor
 from app.stream_slots import take_slot
 from models import AgentJob
@@ -53,12 +53,11 @@ def create_job(pid: str):
     if project_id is None:
         raise not_found("project")
     body = parse_body(JobCreate)
-    check_payload_types(body.job_type, body.payload)
     result = enqueue(EnqueueRequest(
         project_id=project_id, job_type=body.job_type, payload=body.payload,
         idempotency_key=body.idempotency_key, priority=body.priority,
         run_after=body.run_after, max_attempts=body.max_attempts,
-    ))
+    ), public=True)
     job_id = str(result.job_id)
     return jsonify({
         "job_id": job_id, "status": result.status, "created": result.created,

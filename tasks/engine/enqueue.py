@@ -76,9 +76,12 @@ SELECT id, status, false, false FROM agent_jobs WHERE project_id = %s AND idempo
 """
 
 
-def _validate(req: EnqueueRequest) -> tuple[registry.JobType, str]:
-    job_type = registry.get(req.job_type)
-    payload = job_type.parse(req.payload).model_dump(mode="json")
+def validate(req: EnqueueRequest, *, public: bool = False) -> tuple[registry.JobType, str]:
+    """The one check of a request: its job type (a client's must be public), its payload
+    (a client's strictly typed), its options; the payload as stored. Raises InvalidPayload,
+    UnknownJobType or JobTypeUnavailable."""
+    job_type = registry.get_public(req.job_type) if public else registry.get(req.job_type)
+    payload = job_type.parse(req.payload, strict=public).model_dump(mode="json")
     if req.priority is not None and not 0 <= req.priority <= MAX_PRIORITY:
         raise InvalidPayload("priority must be between 0 and 9", details={"field": "priority"})
     if req.max_attempts is not None and not 1 <= req.max_attempts <= 100:
@@ -93,9 +96,10 @@ def _validate(req: EnqueueRequest) -> tuple[registry.JobType, str]:
         raise InvalidPayload(str(exc), details={"field": "payload"}) from None
 
 
-def enqueue(req: EnqueueRequest, *, publish: bool = True) -> Enqueued:
-    """Create the job once per (project, key); publish its wake-up after the commit."""
-    job_type, payload = _validate(req)
+def enqueue(req: EnqueueRequest, *, publish: bool = True, public: bool = False) -> Enqueued:
+    """Create the job once per (project, key); publish its wake-up after the commit.
+    `public`: the request is a client's (validate(public=True))."""
+    job_type, payload = validate(req, public=public)
     key = req.idempotency_key or f"auto:{uuid.uuid4()}"
     priority = DEFAULT_PRIORITY if req.priority is None else req.priority
     params = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -43,9 +44,16 @@ class JobType:
         if "." not in self.name:
             raise ValueError(f"job type {self.name!r} must be named domain.action")
 
-    def parse(self, payload: Any) -> BaseModel:
-        """Validate a payload; InvalidPayload names each bad field."""
+    def parse(self, payload: Any, *, strict: bool = False) -> BaseModel:
+        """Validate a payload; InvalidPayload names each bad field.
+
+        Strict is for the JSON a client sent: `false` or `"3"` is no number there (as the
+        contract and the OpenAPI document say). Lenient is for payloads built in Python
+        (workers, spawns, the engine's own jobs)."""
         try:
+            if strict:
+                return self.payload_model.model_validate_json(
+                    json.dumps(_integral_floats(payload)), strict=True)
             return self.payload_model.model_validate(payload)
         except ValidationError as exc:
             fields = {
@@ -55,6 +63,15 @@ class JobType:
             summary = "; ".join(f"{k}: {v}" for k, v in fields.items())
             raise InvalidPayload(f"invalid payload for {self.name}: {summary}",
                                  details={"fields": fields}) from None
+
+
+def _integral_floats(value: Any) -> Any:
+    """JSON has one number type: 2.0 is the integer 2 (as JSON Schema says); 2.5 is not."""
+    if isinstance(value, dict):
+        return {k: _integral_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral_floats(v) for v in value]
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 _registry: dict[str, JobType] = {}

@@ -120,6 +120,7 @@ class Durable:
     name = f"durable system.canary ({STEPS} steps)"
 
     def __init__(self) -> None:
+        import tasks.catalog  # noqa: F401 - registers every job type
         from tasks.engine import pg
         from tasks.engine.enqueue import EnqueueRequest, enqueue
 

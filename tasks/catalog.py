@@ -61,6 +61,7 @@ def load() -> None:
                       extra={"action": "handler_import_failed", "handler_module": module},
                       exc_info=not isinstance(exc, ModuleNotFoundError))
             registry.mark_unavailable(job_types, reason)
+    registry.catalog_loaded()
 
 
 

@@ -77,6 +77,9 @@ def _integral_floats(value: Any) -> Any:
 _registry: dict[str, JobType] = {}
 # Built-in job types whose module could not be imported here, with the reason.
 _unavailable: dict[str, str] = {}
+# Set by tasks.catalog once it has imported every system's job module: before that, an
+# unknown name most likely means this process never imported the catalog.
+_catalog_loaded = False
 
 
 def register(job_type: JobType) -> JobType:
@@ -85,6 +88,11 @@ def register(job_type: JobType) -> JobType:
         raise ValueError(f"job type {job_type.name} is registered twice")
     _registry[job_type.name] = job_type
     return job_type
+
+
+def catalog_loaded() -> None:
+    global _catalog_loaded
+    _catalog_loaded = True
 
 
 def mark_unavailable(names: tuple[str, ...], reason: str) -> None:
@@ -98,7 +106,9 @@ def get(name: str) -> JobType:
     except KeyError:
         if name in _unavailable:
             raise JobTypeUnavailable(name, _unavailable[name]) from None
-        raise UnknownJobType(f"unknown job_type {name!r}") from None
+        hint = "" if _catalog_loaded else (" (no system's job types are registered in this "
+                                           "process: import tasks.catalog first)")
+        raise UnknownJobType(f"unknown job_type {name!r}{hint}") from None
 
 
 def names() -> list[str]:

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import tasks.catalog  # noqa: F401 - registers every job type, as the worker and web do
 from tasks.engine import pg
 from tasks.engine.dispatch import dispatch
 from tasks.engine.enqueue import EnqueueRequest, enqueue

@@ -28,12 +28,18 @@ def test_two_beats_run_each_sweep_at_most_once_per_tick(procs: p.Procs) -> None:
     # When two beats run side by side for ~5 s (a tick is SWITCHYARD_SWEEP_SECONDS = 1 s)
     first_tick = current_tick()
     beats = [procs.beat("beat-1"), procs.beat("beat-2")]
-    procs.wait(lambda: all(b.text().count(SENT) >= 5 for b in beats), 20,
-               "both beats to publish five sweeps each")
+    procs.wait(lambda: all(b.text().count(SENT) >= 1 for b in beats), 20,
+               "both beats to start publishing")
+    # From here on both beats publish (their start-up, slow on a loaded machine, is behind)
+    both_from = current_tick()
+    before = sum(b.text().count(SENT) for b in beats)
+    procs.wait(lambda: all(b.text().count(SENT) >= 6 for b in beats), 20,
+               "both beats to publish five more sweeps each")
     for b in beats:
         b.signal(15)
         b.wait_exit(10)
     sent = [b.text().count(SENT) for b in beats]
+    beating = current_tick() - both_from + 1  # the ticks while both beats published
     def handled() -> int:
         text = worker.text()
         return len(RESULT.findall(text)) + text.count(DISCARDED)
@@ -41,10 +47,11 @@ def test_two_beats_run_each_sweep_at_most_once_per_tick(procs: p.Procs) -> None:
     procs.wait(lambda: handled() >= sum(sent), 30, "the worker to handle every published sweep")
     ticks = current_tick() - first_tick + 1
 
-    # Then the worker ran every delivery from both beats: twice as many as ticks went by ...
+    # Then both beats published (more deliveries than ticks went by) and the worker handled
+    # every delivery: ran it, or discarded it past its expiry on a loaded machine ...
+    assert sum(sent) - before > beating, (sent, before, beating)
     results = [ast.literal_eval(m) for m in RESULT.findall(worker.text())]
     assert len(results) + worker.text().count(DISCARDED) == sum(sent), (sent, ticks)
-    assert len(results) > ticks, (len(results), ticks)
     # ... yet each sweep did its work at most once per tick ...
     executed = Counter(name for r in results for name, rows in r.items() if rows is not None)
     assert set(executed) == {s.name for s in SWEEPS}, executed

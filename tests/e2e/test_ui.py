@@ -376,8 +376,11 @@ def test_a_long_history_opens_at_a_recent_window_and_reconnects_send_nothing_twi
     site = short_streams_site
     project = site.project("Long history")
     # Given a project with 300 old events, 70 chat messages, and a reply being written
+    # An hour ago, or today's first moment when that was yesterday: the event log has
+    # partitions from the day the test database was made.
     pg.fetch("INSERT INTO agent_job_events (project_id, type, message, data, created_at) "
-             "SELECT %s, 'log', 'old event ' || i, '{}', now() - interval '1 hour' "
+             "SELECT %s, 'log', 'old event ' || i, '{}', greatest(now() - interval '1 hour', "
+             "date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') "
              "FROM generate_series(1, 300) AS i", (project,))
     pg.fetch("INSERT INTO chat_messages (id, project_id, role, content, created_at) "
              "SELECT gen_random_uuid(), %s, CASE WHEN i %% 2 = 1 THEN 'user' ELSE 'assistant' "

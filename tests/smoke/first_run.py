@@ -300,6 +300,8 @@ def check_ui_sign_in_launch_packet(api: Api, deadline: float, args: argparse.Nam
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             errors: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error"
+                    and not msg.text.startswith("Failed to load resource") else None)
             page.goto(api.base + "/", timeout=left())
             page.fill("#token", api.token, timeout=left())
             page.click("form button[type=submit]", timeout=left())

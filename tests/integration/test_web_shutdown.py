@@ -19,7 +19,7 @@ from app.db import session_factory
 from app.embedded import free_port
 from app.tokens import create_token
 from models.db import session_scope
-from tasks import pg
+from tasks.engine import pg
 
 ROOT = Path(__file__).parents[2]
 

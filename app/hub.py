@@ -18,6 +18,7 @@ reading) is dropped; it resumes from its cursor.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import queue
@@ -94,6 +95,7 @@ class EventHub:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._failing = False
+        self._closing = False
 
     @property
     def subscribers(self) -> int:
@@ -103,6 +105,9 @@ class EventHub:
         """Register; returns the hub's cursor: events after it will arrive on `sub.events`."""
         self._ensure_running()
         with self._lock:
+            if self._closing:
+                raise ApiError(503, "unavailable", "the server is stopping; reconnect",
+                               headers={"Retry-After": "1"})
             if self._cursor is None:
                 # Without the hub's cursor the replay/live hand-off could skip events.
                 raise ApiError(503, "unavailable", "the event stream is not ready yet; retry",
@@ -114,6 +119,18 @@ class EventHub:
     def unsubscribe(self, sub: Subscription) -> None:
         with self._lock:
             self._subs.discard(sub)
+
+    def close_streams(self) -> None:
+        """The process is stopping: every open stream ends now (each client resumes from
+        its cursor elsewhere or later), and no new one starts. A stream would otherwise hold
+        the web process's graceful shutdown for its whole keep-alive, or until killed."""
+        with self._lock:
+            self._closing = True
+            subs = list(self._subs)
+        for s in subs:
+            s.dropped = True
+            with contextlib.suppress(queue.Full):
+                s.events.put_nowait(None)  # wakes the stream waiting on its queue
 
     def _ensure_running(self) -> None:
         with self._lock:

@@ -102,6 +102,8 @@ def event_stream(sub: Subscription, cursor: int,
             except queue.Empty:
                 yield None
                 continue
+            if e is None or sub.dropped:
+                return  # the hub closed the stream (the process is stopping)
             if e.late:
                 if e.id <= cursor or e.id in replayed_late:
                     continue

@@ -153,11 +153,22 @@ def fetch_one_dict(sql: str, params: Params = None) -> dict[str, Any] | None:
 
 
 def fetch_value(sql: str, params: Params = None) -> Any:
-    """The first column of a statement's one row (a count, an id it returned)."""
-    row = fetch_one(sql, params)
+    """The one column of a statement's one row (a count, an id it returned)."""
+    row = fetch_one_dict(sql, params)
     if row is None:
         raise LookupError("the statement returned no row")
-    return row[0]
+    if len(row) != 1:
+        raise ValueError(f"fetch_value wants one column, the statement returned {list(row)}")
+    return next(iter(row.values()))
+
+
+def execute(sql: str, params: Params = None) -> int:
+    """A statement whose rows nobody reads; returns how many rows it touched."""
+    try:
+        return connection().execute(sql, params).rowcount  # type: ignore[arg-type]
+    except psycopg.OperationalError:
+        reset()
+        raise
 
 
 def db_now() -> datetime:

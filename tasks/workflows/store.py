@@ -52,7 +52,7 @@ def save(project_id: uuid.UUID | str, spec: WorkflowSpec) -> Saved:
     params = {"id": uuid.uuid4(), "project": str(project_id), "name": spec.name,
               "spec": json.dumps(spec.model_dump(mode="json"))}
     row = next_version.insert_next(SAVE, params)  # saves of one name at once: see there
-    return Saved(row[0], row[1], row[2])
+    return Saved(row["id"], row["version"], row["created"])
 
 
 COLUMNS = "id, project_id, name, version, spec, created_at"

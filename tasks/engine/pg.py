@@ -98,22 +98,6 @@ def reset() -> None:
     _local.conn = None
 
 
-def fetch(sql: str, params: Params = None) -> list[tuple[Any, ...]]:
-    try:
-        cur = connection().execute(sql, params)  # type: ignore[arg-type]
-        # Checking the result status, not `cur.description`, which builds column objects.
-        result = cur.pgresult
-        return cur.fetchall() if result is not None and result.status == TUPLES_OK else []
-    except psycopg.OperationalError:
-        reset()
-        raise
-
-
-def fetch_one(sql: str, params: Params = None) -> tuple[Any, ...] | None:
-    rows = fetch(sql, params)
-    return rows[0] if rows else None
-
-
 @contextmanager
 def transaction() -> Iterator[psycopg.Connection]:
     """An explicit multi-statement transaction on this thread's connection."""

@@ -143,13 +143,14 @@ def jobs(project: str | None, status: str | None, limit: int) -> None:
     """The newest jobs."""
     from tasks.engine import pg
 
-    rows = pg.fetch(
+    rows = pg.fetch_dicts(
         "SELECT id, job_type, status, attempts, created_at FROM agent_jobs "
         "WHERE (%(p)s::uuid IS NULL OR project_id = %(p)s::uuid) "
         "AND (%(s)s::text IS NULL OR status = %(s)s::text) "
         "ORDER BY created_at DESC LIMIT %(n)s", {"p": project, "s": status, "n": limit})
-    for jid, jtype, st, attempts, created in rows:
-        click.echo(f"{jid}  {jtype:<28} {st:<10} attempts={attempts}  {created:%H:%M:%S}")
+    for r in rows:
+        click.echo(f"{r['id']}  {r['job_type']:<28} {r['status']:<10} "
+                   f"attempts={r['attempts']}  {r['created_at']:%H:%M:%S}")
 
 
 @main.command()
@@ -161,9 +162,11 @@ def tail(job_id: str) -> None:
 
     cursor = 0
     while True:
-        rows = pg.fetch("SELECT id, type, message, data, created_at FROM agent_job_events "
-                        "WHERE job_id = %s AND id > %s ORDER BY id", (job_id, cursor))
-        for eid, etype, message, data, created in rows:
+        rows = pg.fetch_dicts("SELECT id, type, message, data, created_at FROM agent_job_events "
+                              "WHERE job_id = %s AND id > %s ORDER BY id", (job_id, cursor))
+        for r in rows:
+            eid, etype, message, data, created = (
+                r["id"], r["type"], r["message"], r["data"], r["created_at"])
             cursor = eid
             click.echo(f"{created:%H:%M:%S.%f} #{eid} {etype:<7} {message} {json.dumps(data)}")
             if etype == "status" and JobStatus(data["status"]) in TERMINAL:

@@ -31,11 +31,11 @@ def replay(sub: Subscription, after: int, upto: int) -> Iterator[Event]:
     """Stored events matching `sub` with after < id <= upto, in id order, a page at a time."""
     column, value = _subject(sub)
     while True:
-        rows = pgpool.fetch(f"SELECT {EVENT_COLUMNS} FROM agent_job_events WHERE {column} = %s "
-                            "AND id > %s AND id <= %s ORDER BY id LIMIT %s",
-                            (value, after, upto, REPLAY_PAGE))
+        rows = pgpool.fetch_dicts(f"SELECT {EVENT_COLUMNS} FROM agent_job_events "
+                                  f"WHERE {column} = %s AND id > %s AND id <= %s "
+                                  "ORDER BY id LIMIT %s", (value, after, upto, REPLAY_PAGE))
         for row in rows:
-            e = Event(*row)
+            e = Event(**row)
             after = e.id
             yield e
         if len(rows) < REPLAY_PAGE:
@@ -47,13 +47,13 @@ def tail_cursor(sub: Subscription, n: int) -> int:
     (0: none of them, only what comes next)."""
     column, value = _subject(sub)
     if n == 0:
-        row = pgpool.fetch_one(f"SELECT COALESCE(max(id), 0) FROM agent_job_events "
-                               f"WHERE {column} = %s", (value,))
+        row = pgpool.fetch_one_dict(f"SELECT COALESCE(max(id), 0) AS cursor "
+                                    f"FROM agent_job_events WHERE {column} = %s", (value,))
     else:
-        row = pgpool.fetch_one(f"SELECT COALESCE(min(id) - 1, 0) FROM (SELECT id FROM "
-                               f"agent_job_events WHERE {column} = %s ORDER BY id DESC "
-                               "LIMIT %s) AS recent", (value, n))
-    return int(row[0]) if row else 0
+        row = pgpool.fetch_one_dict(f"SELECT COALESCE(min(id) - 1, 0) AS cursor FROM (SELECT id "
+                                    f"FROM agent_job_events WHERE {column} = %s ORDER BY id DESC "
+                                    "LIMIT %s) AS recent", (value, n))
+    return int(row["cursor"]) if row else 0
 
 
 def older(sub: Subscription, before: int | None, limit: int,
@@ -73,18 +73,18 @@ def older(sub: Subscription, before: int | None, limit: int,
         params.append(before)
     scope = f"FROM agent_job_events WHERE {' AND '.join(where)}"
     if not types:
-        rows = pgpool.fetch(f"SELECT {EVENT_COLUMNS} {scope} ORDER BY id DESC LIMIT %s",
-                            (*params, limit + 1))
-        events = [Event(*r) for r in rows[:limit]]
+        rows = pgpool.fetch_dicts(f"SELECT {EVENT_COLUMNS} {scope} ORDER BY id DESC LIMIT %s",
+                                  (*params, limit + 1))
+        events = [Event(**r) for r in rows[:limit]]
         return events, events[-1].id if len(rows) > limit else None
-    rows = pgpool.fetch(
+    rows = pgpool.fetch_dicts(
         f"SELECT {EVENT_COLUMNS} FROM (SELECT {EVENT_COLUMNS} {scope} ORDER BY id DESC "
         f"LIMIT {TYPE_SCAN}) scanned WHERE type = ANY(%s) ORDER BY id DESC LIMIT %s",
         (*params, types, limit + 1))
-    events = [Event(*r) for r in rows[:limit]]
+    events = [Event(**r) for r in rows[:limit]]
     if len(rows) > limit:
         return events, events[-1].id
-    seen, lowest = pgpool.fetch_one(
-        f"SELECT count(*), min(id) FROM (SELECT id {scope} ORDER BY id DESC "
-        f"LIMIT {TYPE_SCAN}) scanned", tuple(params)) or (0, None)
-    return events, (lowest if seen >= TYPE_SCAN else None)
+    scanned = pgpool.fetch_one_dict(
+        f"SELECT count(*) AS seen, min(id) AS lowest FROM (SELECT id {scope} ORDER BY id DESC "
+        f"LIMIT {TYPE_SCAN}) scanned", tuple(params)) or {"seen": 0, "lowest": None}
+    return events, (scanned["lowest"] if scanned["seen"] >= TYPE_SCAN else None)

@@ -19,7 +19,6 @@ reading) is dropped; it resumes from its cursor.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import queue
 import threading
@@ -154,8 +153,8 @@ class EventHub:
                 listener = pg.connection()
                 listener.execute(f"LISTEN {CHANNEL}")
                 if self._cursor is None:
-                    row = pg.fetch_one("SELECT COALESCE(max(id), 0) FROM agent_job_events")
-                    self._cursor = row[0] if row else 0
+                    self._cursor = int(pg.fetch_value(
+                        "SELECT COALESCE(max(id), 0) AS cursor FROM agent_job_events"))
                 self._ready.set()
                 self._failing = False
                 while not self._stop.is_set():
@@ -177,10 +176,10 @@ class EventHub:
     def _poll(self) -> None:
         assert self._cursor is not None
         self._recheck_late()
-        rows = pg.fetch(f"SELECT {EVENT_COLUMNS} FROM agent_job_events WHERE id > %s "
-                        f"ORDER BY id LIMIT {BATCH}", (self._cursor,))
+        rows = pg.fetch_dicts(f"SELECT {EVENT_COLUMNS} FROM agent_job_events WHERE id > %s "
+                              f"ORDER BY id LIMIT {BATCH}", (self._cursor,))
         for row in rows:
-            e = Event(*row)
+            e = Event(**row)
             skipped = range(self._cursor + 1, e.id)
             if skipped:
                 if self._gap_since is None:
@@ -202,10 +201,10 @@ class EventHub:
             ids = list(self._late)
         if not ids:
             return
-        rows = pg.fetch(f"SELECT {EVENT_COLUMNS} FROM agent_job_events WHERE id = ANY(%s) "
-                        "ORDER BY id", (ids,))
+        rows = pg.fetch_dicts(f"SELECT {EVENT_COLUMNS} FROM agent_job_events "
+                              "WHERE id = ANY(%s) ORDER BY id", (ids,))
         for row in rows:
-            self._publish(dataclasses.replace(Event(*row), late=True))
+            self._publish(Event(**row, late=True))
 
     def _publish(self, e: Event, skipped: range = range(0)) -> None:
         # Moving the cursor (and the set of ids still awaited) under the lock that

@@ -29,14 +29,16 @@ from tasks.settings import get_settings
 clock: Callable[[], float] = time.monotonic  # replaced by the tests
 STEP_EVENTS_SAMPLED = 20_000  # the newest step events the duration quantiles look at
 
-UNFINISHED_JOBS = (f"SELECT job_type, status, count(*) FROM agent_jobs "
+UNFINISHED_JOBS = (f"SELECT job_type, status, count(*) AS n FROM agent_jobs "
                    f"WHERE status IN {sql_list(ACTIVE)} GROUP BY 1, 2")
-OLDEST_DUE = ("SELECT queue, extract(epoch FROM now() - min(run_after)) FROM agent_jobs "
+OLDEST_DUE = ("SELECT queue, extract(epoch FROM now() - min(run_after)) AS age FROM agent_jobs "
               f"WHERE {due()} GROUP BY 1")
 STEP_QUANTILES = """
 SELECT j.job_type,
-    percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM s.finished_at - s.started_at)),
+    percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM s.finished_at - s.started_at))
+        AS p50,
     percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM s.finished_at - s.started_at))
+        AS p99
 FROM agent_job_events e
 JOIN job_steps s ON s.job_id = e.job_id AND s.seq = (e.data->>'seq')::int
 JOIN agent_jobs j ON j.id = e.job_id
@@ -45,15 +47,15 @@ WHERE e.id > %(floor)s AND e.type = 'step' AND e.data->>'status' = 'completed'
 GROUP BY 1
 """
 TOTALS = """
-SELECT (SELECT COALESCE(max(id), 0) FROM agent_job_events),
+SELECT (SELECT COALESCE(max(id), 0) FROM agent_job_events) AS events,
        (SELECT count(*) FROM worker_heartbeats WHERE stopped_at IS NULL
-          AND last_seen_at > now() - make_interval(secs => %(stale)s)),
+          AND last_seen_at > now() - make_interval(secs => %(stale)s)) AS alive,
        (SELECT json_object_agg(name, rows) FROM (
           SELECT name, (SELECT sum(GREATEST(c.reltuples, 0)) FROM pg_class c  -- or its partitions
                         WHERE c.relkind = 'r' AND (c.oid = name OR c.oid IN
                             (SELECT relid FROM pg_partition_tree(name)))) AS rows
           FROM unnest(ARRAY['agent_jobs', 'agent_job_events', 'job_steps']::regclass[]) name
-       ) tables)
+       ) tables) AS table_rows
 """
 
 
@@ -71,15 +73,17 @@ class Reading:
 
 def read_database() -> Reading:
     settings = get_settings()
-    (events, alive, rows), = pg.fetch(TOTALS, {"stale": settings.stale_after_seconds})
+    totals = pg.fetch_one_dict(TOTALS, {"stale": settings.stale_after_seconds})
+    assert totals is not None  # scalar subqueries: always one row
+    events, alive, rows = totals["events"], totals["alive"], totals["table_rows"]
     # The floor as a value, not a subquery: the planner then sees a short id range and
     # joins by index, instead of planning for a third of the events table.
     floor = max(int(events) - STEP_EVENTS_SAMPLED, 0)
     return Reading(
-        jobs=[(t, s, int(n)) for t, s, n in pg.fetch(UNFINISHED_JOBS)],
-        oldest_due=[(q, float(age)) for q, age in pg.fetch(OLDEST_DUE)],
-        step_quantiles=[(t, float(p50), float(p99)) for t, p50, p99 in
-                        pg.fetch(STEP_QUANTILES, {"floor": floor})],
+        jobs=[(r["job_type"], r["status"], int(r["n"])) for r in pg.fetch_dicts(UNFINISHED_JOBS)],
+        oldest_due=[(r["queue"], float(r["age"])) for r in pg.fetch_dicts(OLDEST_DUE)],
+        step_quantiles=[(r["job_type"], float(r["p50"]), float(r["p99"])) for r in
+                        pg.fetch_dicts(STEP_QUANTILES, {"floor": floor})],
         events_written=int(events), workers_alive=int(alive), table_rows=dict(rows or {}))
 
 

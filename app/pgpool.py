@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 import psycopg
+from psycopg.rows import dict_row
 
 from tasks.engine import pg
 
@@ -91,12 +92,14 @@ class Pool:
         for conn, _ in idle:
             conn.close()
 
-    def fetch(self, sql: str, params: pg.Params = None) -> list[tuple[Any, ...]]:
+    def fetch_dicts(self, sql: str, params: pg.Params = None) -> list[dict[str, Any]]:
+        """Rows by column name, as tasks.engine.pg.fetch_dicts."""
         if pg.borrowed() is not None:  # this request holds one already: never wait for a second
-            return pg.fetch(sql, params)
+            return pg.fetch_dicts(sql, params)
         conn = self.borrow()
         try:
-            cur = conn.execute(sql, params)  # type: ignore[arg-type]
+            cur = conn.cursor(row_factory=dict_row)
+            cur.execute(sql, params)  # type: ignore[arg-type]
             result = cur.pgresult
             return cur.fetchall() if result is not None and result.status == pg.TUPLES_OK else []
         except psycopg.OperationalError as exc:
@@ -120,10 +123,15 @@ def _alive(conn: psycopg.Connection) -> bool:
 pool = Pool(20)  # resized by app.web from SWITCHYARD_WEB_DB_CONNECTIONS
 
 
-def fetch(sql: str, params: pg.Params = None) -> list[tuple[Any, ...]]:
-    return pool.fetch(sql, params)
+def fetch_dicts(sql: str, params: pg.Params = None) -> list[dict[str, Any]]:
+    return pool.fetch_dicts(sql, params)
 
 
-def fetch_one(sql: str, params: pg.Params = None) -> tuple[Any, ...] | None:
-    rows = pool.fetch(sql, params)
+def fetch_one_dict(sql: str, params: pg.Params = None) -> dict[str, Any] | None:
+    rows = pool.fetch_dicts(sql, params)
     return rows[0] if rows else None
+
+
+def execute(sql: str, params: pg.Params = None) -> None:
+    """A statement whose rows nobody reads."""
+    pool.fetch_dicts(sql, params)

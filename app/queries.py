@@ -39,9 +39,9 @@ def project_id_for_owner(owner: uuid.UUID, project_id: str) -> uuid.UUID | None:
     pid = parse_uuid(project_id)
     if pid is None:
         return None
-    row = pgpool.fetch_one("SELECT id FROM projects WHERE id = %s AND owner_id = %s",
-                           (pid, owner))
-    return row[0] if row else None
+    row = pgpool.fetch_one_dict("SELECT id FROM projects WHERE id = %s AND owner_id = %s",
+                                (pid, owner))
+    return row["id"] if row else None
 
 
 def job_for_owner(session: Session, owner: uuid.UUID, job_id: str) -> AgentJob | None:
@@ -159,6 +159,6 @@ def webhook_project(pid: str) -> uuid.UUID | None:
         project_id = uuid.UUID(pid)
     except ValueError:
         return None
-    row = pgpool.fetch_one("SELECT id FROM projects WHERE id = %s AND owner_id IS NOT NULL",
-                           (project_id,))
-    return row[0] if row else None
+    row = pgpool.fetch_one_dict("SELECT id FROM projects WHERE id = %s "
+                                "AND owner_id IS NOT NULL", (project_id,))
+    return row["id"] if row else None

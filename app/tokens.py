@@ -94,8 +94,8 @@ def caller_for_digest(digest: str) -> Caller | None:
     process's small pool (app.pgpool), no ORM."""
     from app import pgpool
 
-    row = pgpool.fetch_one("SELECT token_hash, owner_id, is_admin FROM api_tokens "
-                           "WHERE token_hash = %s AND revoked_at IS NULL", (digest,))
-    if row is None or not hmac.compare_digest(row[0], digest):
+    row = pgpool.fetch_one_dict("SELECT token_hash, owner_id, is_admin FROM api_tokens "
+                                "WHERE token_hash = %s AND revoked_at IS NULL", (digest,))
+    if row is None or not hmac.compare_digest(row["token_hash"], digest):
         return None
-    return Caller(row[1], row[2])
+    return Caller(row["owner_id"], row["is_admin"])

@@ -41,12 +41,12 @@ def caller_for_session(token_digest: str, session_id: str | None) -> Caller | No
     without an id (made before sessions had one) counts as signed out."""
     if not session_id or too_old(session_id):
         return None
-    row = pgpool.fetch_one(
+    row = pgpool.fetch_one_dict(
         "SELECT owner_id, is_admin FROM api_tokens WHERE token_hash = %s "
         "AND revoked_at IS NULL "
         "AND NOT EXISTS (SELECT 1 FROM ended_web_sessions WHERE session_id = %s)",
         (token_digest, session_id))
-    return Caller(row[0], row[1]) if row else None
+    return Caller(row["owner_id"], row["is_admin"]) if row else None
 
 
 def end(session_id: str | None) -> None:
@@ -54,7 +54,7 @@ def end(session_id: str | None) -> None:
     if not session_id:
         return
     keep = MAX_AGE + CLOCK_MARGIN
-    pgpool.fetch("INSERT INTO ended_web_sessions (session_id, forget_after) "
-                 "VALUES (%s, now() + %s) ON CONFLICT (session_id) DO NOTHING",
-                 (session_id, keep))
-    pgpool.fetch("DELETE FROM ended_web_sessions WHERE forget_after < now()")
+    pgpool.execute("INSERT INTO ended_web_sessions (session_id, forget_after) "
+                   "VALUES (%s, now() + %s) ON CONFLICT (session_id) DO NOTHING",
+                   (session_id, keep))
+    pgpool.execute("DELETE FROM ended_web_sessions WHERE forget_after < now()")

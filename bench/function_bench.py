@@ -40,12 +40,12 @@ def measure(project: str, name: str, runs: int) -> list[float]:
         job = enqueue(EnqueueRequest(project_id=project, job_type="function.run",
                                      payload={"name": name, "input": {"n": n}}))
         while True:
-            status = pg.fetch_one("SELECT status FROM agent_jobs WHERE id = %s", (job.job_id,))
-            if status and status[0] in ("completed", "failed"):
+            status = pg.fetch_value("SELECT status FROM agent_jobs WHERE id = %s", (job.job_id,))
+            if status in ("completed", "failed"):
                 break
             time.sleep(0.001)
         latencies.append((time.perf_counter() - t0) * 1000)
-        assert status[0] == "completed", f"run {n} of {name} {status[0]}"
+        assert status == "completed", f"run {n} of {name} {status}"
     return latencies
 
 
@@ -62,9 +62,9 @@ def main() -> None:
         from tasks.functions import store
 
         owner, project = str(uuid.uuid4()), str(uuid.uuid4())
-        pg.fetch("INSERT INTO owners (id, name) VALUES (%s, %s)", (owner, owner))
-        pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'bench')",
-                 (project, owner))
+        pg.execute("INSERT INTO owners (id, name) VALUES (%s, %s)", (owner, owner))
+        pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'bench')",
+                   (project, owner))
         for name, code in FUNCTIONS.items():
             store.save(project, name, code)
         for name in FUNCTIONS:

@@ -189,7 +189,7 @@ def service_pids(web_pid: int) -> dict[str, list[int]]:
     from tasks.engine import pg
 
     me = os.getpid()
-    backend = pg.fetch_one("SELECT pg_backend_pid()")  # connect before the table is read
+    backend = pg.fetch_value("SELECT pg_backend_pid()")  # connect before the table is read
     table = process_table()
     groups: dict[str, list[int]] = {"web": [web_pid], "workers": [], "redis": []}
     for pid, (ppid, _) in table.items():
@@ -201,8 +201,8 @@ def service_pids(web_pid: int) -> dict[str, list[int]]:
                 groups["workers"].append(pid)
             elif b"redis-server" in cmd:
                 groups["redis"].append(pid)
-    if backend and int(backend[0]) in table:  # a local server: its postmaster's tree
-        groups["postgres"] = [table[int(backend[0])][0]]
+    if backend and int(backend) in table:  # a local server: its postmaster's tree
+        groups["postgres"] = [table[int(backend)][0]]
     return {k: v for k, v in groups.items() if v}
 
 
@@ -314,9 +314,8 @@ def wait_completed(project: str, n: int, timeout: float) -> tuple[int, float]:
     start = time.monotonic()
     done = 0
     while time.monotonic() - start < timeout:
-        row = pg.fetch_one("SELECT count(*) FROM agent_jobs WHERE project_id = %s "
-                           "AND status = 'completed'", (project,))
-        done = int(row[0]) if row else 0
+        done = int(pg.fetch_value("SELECT count(*) FROM agent_jobs WHERE project_id = %s "
+                                  "AND status = 'completed'", (project,)))
         if done >= n:
             break
         time.sleep(0.1)
@@ -422,9 +421,9 @@ def subscriber_count(port: int) -> int:
 def stored_events(project: str) -> list[tuple[int, float]]:
     from tasks.engine import pg
 
-    rows = pg.fetch("SELECT id, extract(epoch FROM created_at) FROM agent_job_events "
-                    "WHERE project_id = %s ORDER BY id", (project,))
-    return [(int(i), float(t)) for i, t in rows]
+    rows = pg.fetch_dicts("SELECT id, extract(epoch FROM created_at) AS at FROM agent_job_events "
+                          "WHERE project_id = %s ORDER BY id", (project,))
+    return [(int(r["id"]), float(r["at"])) for r in rows]
 
 
 # -- the run -----------------------------------------------------------------------------

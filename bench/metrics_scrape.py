@@ -100,12 +100,14 @@ def main() -> None:
                     conn.execute(statement, {"jobs": args.jobs, "backlog": args.backlog}
                                  if "%(" in statement else None)
             conn.execute("VACUUM ANALYZE")
-        rows = pg.fetch("SELECT (SELECT count(*) FROM agent_jobs), (SELECT count(*) FROM "
-                        "job_steps), (SELECT count(*) FROM agent_job_events)")[0]
-        print(f"filled {rows[0]} jobs, {rows[1]} steps, {rows[2]} events "
+        n = pg.fetch_one_dict("SELECT (SELECT count(*) FROM agent_jobs) AS jobs, (SELECT count(*) "
+                              "FROM job_steps) AS steps, (SELECT count(*) FROM agent_job_events) "
+                              "AS events")
+        assert n is not None
+        print(f"filled {n['jobs']} jobs, {n['steps']} steps, {n['events']} events "
               f"in {time.perf_counter() - t0:.0f} s")
 
-        old = median_ms(lambda: [pg.fetch(q) for q in OLD_QUERIES], args.runs)
+        old = median_ms(lambda: [pg.fetch_dicts(q) for q in OLD_QUERIES], args.runs)
         from app import metrics
 
         refresh = median_ms(metrics.read_database, args.runs)

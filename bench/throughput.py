@@ -130,9 +130,9 @@ class Durable:
 
     def reset(self) -> None:
         owner, self.project = str(uuid.uuid4()), str(uuid.uuid4())
-        self.pg.fetch("INSERT INTO owners (id, name) VALUES (%s, %s)", (owner, owner))
-        self.pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'bench')",
-                      (self.project, owner))
+        self.pg.execute("INSERT INTO owners (id, name) VALUES (%s, %s)", (owner, owner))
+        self.pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'bench')",
+                        (self.project, owner))
         self.published.clear()
 
     def submit(self) -> float:
@@ -142,20 +142,21 @@ class Durable:
         return self.published[str(job.job_id)]
 
     def done(self) -> int:
-        row = self.pg.fetch_one("SELECT count(*) FROM agent_jobs WHERE project_id = %s "
-                                "AND status = 'completed'", (self.project,))
-        return int(row[0]) if row else 0
+        return int(self.pg.fetch_value("SELECT count(*) FROM agent_jobs WHERE project_id = %s "
+                                       "AND status = 'completed'", (self.project,)))
 
     def start_delays(self) -> list[float]:
-        rows = self.pg.fetch("SELECT id, extract(epoch FROM locked_at) FROM agent_jobs "
-                             "WHERE project_id = %s", (self.project,))
-        return [float(t) - self.published[str(i)] for i, t in rows]
+        rows = self.pg.fetch_dicts("SELECT id, extract(epoch FROM locked_at) AS at FROM agent_jobs "
+                                   "WHERE project_id = %s", (self.project,))
+        return [float(r["at"]) - self.published[str(r["id"])] for r in rows]
 
     def verify(self, n: int) -> None:
-        row = self.pg.fetch_one(
-            "SELECT count(*) FILTER (WHERE s.status = 'completed'), count(DISTINCT j.id) "
+        found = self.pg.fetch_one_dict(
+            "SELECT count(*) FILTER (WHERE s.status = 'completed') AS steps, "
+            "count(DISTINCT j.id) AS jobs "
             "FROM agent_jobs j JOIN job_steps s ON s.job_id = j.id WHERE j.project_id = %s",
             (self.project,))
+        row = (found["steps"], found["jobs"]) if found else None
         assert row == (n * STEPS, n), f"expected {n * STEPS} durable steps of {n} jobs, got {row}"
 
 

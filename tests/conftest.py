@@ -111,13 +111,13 @@ def db() -> Iterator[None]:
 
     for attempt in range(5):  # a leftover job of an earlier test may hold a lock we need
         try:
-            pg.fetch(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+            pg.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
             break
         except psycopg.errors.DeadlockDetected:
             if attempt == 4:
                 raise
-    pg.fetch("INSERT INTO projects (id, owner_id, name, phase) VALUES "
-             "('00000000-0000-0000-0000-000000000000', NULL, 'system', 'system')")
+    pg.execute("INSERT INTO projects (id, owner_id, name, phase) VALUES "
+               "('00000000-0000-0000-0000-000000000000', NULL, 'system', 'system')")
     redis.Redis.from_url(os.environ["BROKER_URL"]).flushdb()
     yield
 
@@ -127,9 +127,9 @@ def owner_and_project(db: None) -> tuple[str, str]:
     from tasks.engine import pg
 
     owner, project = str(uuid.uuid4()), str(uuid.uuid4())
-    pg.fetch("INSERT INTO owners (id, name) VALUES (%s, %s)", (owner, f"owner-{owner[:8]}"))
-    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'test project')",
-             (project, owner))
+    pg.execute("INSERT INTO owners (id, name) VALUES (%s, %s)", (owner, f"owner-{owner[:8]}"))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'test project')",
+               (project, owner))
     return owner, project
 
 

@@ -169,10 +169,12 @@ def _queued(f: Facts) -> Diagnosis:
 
 
 FACTS = """
-SELECT now(), j.id::text, j.job_type, j.status, j.queue, j.attempts, j.max_attempts, j.run_after,
-    j.last_error, j.locked_by, j.heartbeat_at, w.last_seen_at, j.wake_at, j.completed_at,
+SELECT now() AS now, j.id::text AS id, j.job_type, j.status, j.queue, j.attempts,
+    j.max_attempts, j.run_after, j.last_error, j.locked_by, j.heartbeat_at,
+    w.last_seen_at AS worker_seen_at, j.wake_at, j.wait_reason, j.completed_at,
     j.dispatched_at, j.cancel_requested, j.concurrency_key, j.concurrency_limit,
-    s.name, s.started_at, j.wait_for, j.priority, j.created_at, j.wait_reason
+    s.name AS current_step, s.started_at AS step_started_at,
+    j.wait_for, j.priority, j.created_at
 FROM agent_jobs j
 LEFT JOIN worker_heartbeats w ON w.worker = j.locked_by AND j.status = 'running'
 LEFT JOIN LATERAL (SELECT name, started_at FROM job_steps
@@ -182,7 +184,8 @@ WHERE j.id = %s
 
 
 AHEAD = f"""
-SELECT count(*) FILTER (WHERE {visible_to("j")}), COALESCE(bool_or(NOT {visible_to("j")}), false)
+SELECT count(*) FILTER (WHERE {visible_to("j")}) AS ahead,
+    COALESCE(bool_or(NOT {visible_to("j")}), false) AS others_ahead
 FROM agent_jobs j
 WHERE {due("j")} AND j.queue = %(queue)s
   AND (j.priority > %(priority)s OR (j.priority = %(priority)s AND j.created_at < %(created)s))
@@ -192,44 +195,47 @@ WHERE {due("j")} AND j.queue = %(queue)s
 def gather(job_id: uuid.UUID | str, viewer: uuid.UUID | None) -> Facts | None:
     """The facts about one job; other jobs only as far as `viewer` (an owner id) may see
     them, or all of them for None (an admin token)."""
-    row = pg.fetch_one(FACTS, (job_id,))
+    row = pg.fetch_one_dict(FACTS, (job_id,))
     if row is None:
         return None
     settings = get_settings()
-    (now, jid, jtype, status, queue, attempts, max_attempts, run_after, last_error, locked_by,
-     heartbeat_at, seen, wake_at, completed_at, dispatched_at, cancel, ckey, climit,
-     step, step_started, wait_for, priority, created_at, wait_reason) = row
+    status, queue, ckey = row["status"], row["queue"], row["concurrency_key"]
     waiting_on = key_holders = []
     at_limit = others_ahead = False
     consumers = ahead = 0
-    if status == JobStatus.WAITING and wait_for:
+    if status == JobStatus.WAITING and row["wait_for"]:
         waiting_on = _peer_rows("j.id = ANY(%(ids)s) AND j.status <> ALL(%(terminal)s)",
-                                {"ids": wait_for, "terminal": [t.value for t in TERMINAL]},
+                                {"ids": row["wait_for"],
+                                 "terminal": [t.value for t in TERMINAL]},
                                 viewer)
     if status == JobStatus.QUEUED:
         if ckey:
             key_holders = _peer_rows(running_under_key("%(key)s", "j"), {"key": ckey}, viewer)
             at_limit = pg.fetch_value(  # all holders, however many the viewer may see
                 f"SELECT count(*) >= %(limit)s FROM agent_jobs j "
-                f"WHERE {running_under_key('%(key)s', 'j')}", {"limit": climit, "key": ckey})
+                f"WHERE {running_under_key('%(key)s', 'j')}",
+                {"limit": row["concurrency_limit"], "key": ckey})
         consumers = pg.fetch_value(
             "SELECT count(*) FROM worker_heartbeats WHERE stopped_at IS NULL "
             "AND last_seen_at > now() - make_interval(secs => %s) AND queues ? %s",
             (settings.stale_after_seconds, queue))
-        (ahead, others_ahead), = pg.fetch(AHEAD, {
-            "queue": queue, "priority": priority, "created": created_at, "viewer": viewer})
-    return Facts(now, jid, jtype, status, queue, attempts, max_attempts, run_after, last_error,
-                 locked_by, heartbeat_at, seen, wake_at, wait_reason, completed_at,
-                 dispatched_at, cancel, ckey, climit, step, step_started, waiting_on,
-                 key_holders, at_limit, consumers, ahead, others_ahead, viewer is not None,
-                 settings.stale_after_seconds, settings.sweep_seconds)
+        found = pg.fetch_one_dict(AHEAD, {
+            "queue": queue, "priority": row["priority"], "created": row["created_at"],
+            "viewer": viewer})
+        assert found is not None  # an aggregate always returns its one row
+        ahead, others_ahead = found["ahead"], found["others_ahead"]
+    facts = {k: v for k, v in row.items() if k not in {"wait_for", "priority", "created_at"}}
+    return Facts(**facts, waiting_on=waiting_on, key_holders=key_holders, key_at_limit=at_limit,
+                 queue_consumers=consumers, queued_ahead=ahead, others_ahead=others_ahead,
+                 scoped=viewer is not None, stale_after_seconds=settings.stale_after_seconds,
+                 sweep_seconds=settings.sweep_seconds)
 
 
 def _peer_rows(condition: str, params: dict[str, Any], viewer: uuid.UUID | None) -> list[Peer]:
-    rows = pg.fetch(f"SELECT j.id::text, j.job_type, j.status FROM agent_jobs j "
-                    f"WHERE {condition} AND {visible_to('j')} ORDER BY j.created_at LIMIT 50",
-                    {**params, "viewer": viewer})
-    return [Peer(*r) for r in rows]
+    rows = pg.fetch_dicts(f"SELECT j.id::text AS id, j.job_type, j.status FROM agent_jobs j "
+                          f"WHERE {condition} AND {visible_to('j')} ORDER BY j.created_at LIMIT 50",
+                          {**params, "viewer": viewer})
+    return [Peer(id=r["id"], job_type=r["job_type"], status=r["status"]) for r in rows]
 
 
 def as_json(f: Facts, d: Diagnosis) -> dict[str, Any]:

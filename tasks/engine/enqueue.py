@@ -68,11 +68,12 @@ WITH ins AS (
     RETURNING id, project_id, dispatched_at IS NOT NULL AS due
 ), ev AS ({status_event("ins", lit("queued"), "NULL::text")}
 )
-SELECT id, 'queued', true, due FROM ins
+SELECT id, 'queued' AS status, true AS created, due FROM ins
 """
 
 SELECT_BY_KEY = """
-SELECT id, status, false, false FROM agent_jobs WHERE project_id = %s AND idempotency_key = %s
+SELECT id, status, false AS created, false AS due
+FROM agent_jobs WHERE project_id = %s AND idempotency_key = %s
 """
 
 
@@ -112,16 +113,16 @@ def enqueue(req: EnqueueRequest, *, publish: bool = True, public: bool = False) 
         "timeout": req.timeout_seconds or job_type.timeout_seconds,
     }
     try:
-        row = pg.fetch_one(INSERT_JOB, params)
+        row = pg.fetch_one_dict(INSERT_JOB, params)
     except psycopg.errors.ForeignKeyViolation:
         raise ProjectNotFound() from None
     if row is None:
         # Lost the race to a concurrent insert with the same key: read its row
         # (a new statement, so a new snapshot that sees the winner's commit).
-        row = pg.fetch_one(SELECT_BY_KEY, (req.project_id, key))
+        row = pg.fetch_one_dict(SELECT_BY_KEY, (req.project_id, key))
         if row is None:
             raise RuntimeError(f"job with key {key!r} neither inserted nor found")
-    job_id, status, created, due = row
+    job_id, status, created, due = row["id"], row["status"], row["created"], row["due"]
     if created and due and publish:
         dispatch_quietly(job_id, job_type.queue, priority)
     return Enqueued(job_id=job_id, status=status, created=created, queue=job_type.queue,

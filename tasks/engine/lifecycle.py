@@ -109,10 +109,10 @@ ON CONFLICT (worker) DO UPDATE SET last_seen_at = now(), running = EXCLUDED.runn
 def beat_once() -> None:
     with _lock:
         runs = list(_runs.items())
-    pg.fetch(HEARTBEAT, {"worker": worker_id(), "host": socket.gethostname(),
-                         "ids": [str(job) for _, job in runs],
-                         "tokens": [str(token) for token, _ in runs],
-                         "pid": os.getpid(), "queues": json.dumps(_state["queues"])})
+    pg.execute(HEARTBEAT, {"worker": worker_id(), "host": socket.gethostname(),
+                           "ids": [str(job) for _, job in runs],
+                           "tokens": [str(token) for token, _ in runs],
+                           "pid": os.getpid(), "queues": json.dumps(_state["queues"])})
 
 
 def _beat_forever() -> None:

@@ -98,22 +98,6 @@ def reset() -> None:
     _local.conn = None
 
 
-def fetch(sql: str, params: Params = None) -> list[tuple[Any, ...]]:
-    try:
-        cur = connection().execute(sql, params)  # type: ignore[arg-type]
-        # Checking the result status, not `cur.description`, which builds column objects.
-        result = cur.pgresult
-        return cur.fetchall() if result is not None and result.status == TUPLES_OK else []
-    except psycopg.OperationalError:
-        reset()
-        raise
-
-
-def fetch_one(sql: str, params: Params = None) -> tuple[Any, ...] | None:
-    rows = fetch(sql, params)
-    return rows[0] if rows else None
-
-
 @contextmanager
 def transaction() -> Iterator[psycopg.Connection]:
     """An explicit multi-statement transaction on this thread's connection."""
@@ -153,11 +137,22 @@ def fetch_one_dict(sql: str, params: Params = None) -> dict[str, Any] | None:
 
 
 def fetch_value(sql: str, params: Params = None) -> Any:
-    """The first column of a statement's one row (a count, an id it returned)."""
-    row = fetch_one(sql, params)
+    """The one column of a statement's one row (a count, an id it returned)."""
+    row = fetch_one_dict(sql, params)
     if row is None:
         raise LookupError("the statement returned no row")
-    return row[0]
+    if len(row) != 1:
+        raise ValueError(f"fetch_value wants one column, the statement returned {list(row)}")
+    return next(iter(row.values()))
+
+
+def execute(sql: str, params: Params = None) -> int:
+    """A statement whose rows nobody reads; returns how many rows it touched."""
+    try:
+        return connection().execute(sql, params).rowcount  # type: ignore[arg-type]
+    except psycopg.OperationalError:
+        reset()
+        raise
 
 
 def db_now() -> datetime:

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
 
 import psycopg
+from psycopg.rows import dict_row
 
 from tasks.engine import pg
 from tasks.engine.status import TERMINAL
@@ -66,12 +67,13 @@ DELETE FROM llm_usage WHERE id IN (
 DELETE_DEAD_WORKERS = (f"DELETE FROM worker_heartbeats WHERE last_seen_at < "
                        f"now() - make_interval(days => {HEARTBEAT_KEEP_DAYS})")
 PARTITIONS = """
-SELECT c.relname, i.inhdetachpending FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+SELECT c.relname AS name, i.inhdetachpending AS pending
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = 'agent_job_events'::regclass ORDER BY c.relname
 """
 # Jobs not yet terminal that wrote to the day: the day stays until they end.
 HELD_BY_LIVE_JOBS = f"""
-SELECT count(*) FROM agent_jobs j
+SELECT count(*) AS held FROM agent_jobs j
 WHERE j.status NOT IN {TERMINAL_SQL} AND j.created_at < %(upper)s
   AND EXISTS (SELECT 1 FROM {{partition}} e WHERE e.job_id = j.id)
 """
@@ -99,10 +101,10 @@ def ensure_partitions(conn: psycopg.Connection | None = None) -> int:
     with conn.transaction():
         # Never queue behind a long reader for long: the days ahead leave time to try again.
         conn.execute("SET LOCAL lock_timeout = '5s'")
-        row = conn.execute(
+        row = conn.cursor(row_factory=dict_row).execute(
             "SELECT switchyard_event_partitions((now() AT TIME ZONE 'UTC')::date, "
-            "(now() AT TIME ZONE 'UTC')::date + %s)", (AHEAD_DAYS,)).fetchone()
-    return int(row[0]) if row else 0
+            "(now() AT TIME ZONE 'UTC')::date + %s) AS made", (AHEAD_DAYS,)).fetchone()
+    return int(row["made"]) if row else 0
 
 
 def partition_day(name: str) -> date | None:
@@ -149,7 +151,9 @@ def maintain(days: int | None = None) -> Report:
     days = get_settings().retention_days if days is None else days
     conn = pg.connection()
     report = Report()
-    if not conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK,)).fetchone()[0]:  # type: ignore[index]
+    locked = conn.cursor(row_factory=dict_row).execute(
+        "SELECT pg_try_advisory_lock(%s) AS locked", (LOCK,)).fetchone()
+    if not (locked and locked["locked"]):
         report.skipped = True
         return report
     try:
@@ -178,14 +182,18 @@ def _batches(conn: psycopg.Connection, sql: str, params: dict[str, object]) -> i
 
 
 def _drop_expired_days(conn: psycopg.Connection, days: int, report: Report) -> None:
-    today = conn.execute("SELECT (now() AT TIME ZONE 'UTC')::date").fetchone()[0]  # type: ignore[index]
-    rows = conn.execute(PARTITIONS).fetchall()
-    for name, pending in rows:
-        if pending:  # a detach cut short (a lost connection): finish it
-            _detach_and_drop(conn, name, finalize=True)
-    for name, upper in expired([r[0] for r in rows if not r[1]], today, days):
-        held = conn.execute(HELD_BY_LIVE_JOBS.format(partition=_ident(name)),
-                            {"upper": upper}).fetchone()[0]  # type: ignore[index]
+    cur = conn.cursor(row_factory=dict_row)
+    found = cur.execute("SELECT (now() AT TIME ZONE 'UTC')::date AS today").fetchone()
+    assert found is not None
+    today = found["today"]
+    rows = cur.execute(PARTITIONS).fetchall()
+    for row in rows:
+        if row["pending"]:  # a detach cut short (a lost connection): finish it
+            _detach_and_drop(conn, row["name"], finalize=True)
+    for name, upper in expired([r["name"] for r in rows if not r["pending"]], today, days):
+        counted = cur.execute(HELD_BY_LIVE_JOBS.format(partition=_ident(name)),
+                              {"upper": upper}).fetchone()
+        held = counted["held"] if counted else 0
         if held:
             report.partitions_held[name] = int(held)
             continue

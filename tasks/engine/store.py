@@ -387,6 +387,6 @@ def finish(
 
 def peek_queue(job_id: uuid.UUID | str) -> tuple[str, int] | None:
     """(queue, priority) of a job that is still queued."""
-    row = pg.fetch_one("SELECT queue, priority FROM agent_jobs WHERE id = %s AND status = 'queued'",
-                       (job_id,))
-    return (row[0], row[1]) if row else None
+    row = pg.fetch_one_dict("SELECT queue, priority FROM agent_jobs "
+                            "WHERE id = %s AND status = 'queued'", (job_id,))
+    return (row["queue"], row["priority"]) if row else None

@@ -49,13 +49,14 @@ DISPATCH_DUE = _dispatch(
 # later. A wake-up a busy worker prefetched looks the same; its duplicate is harmless.
 SENT_NOT_SEEN = ("dispatched_at < now() - make_interval(secs => %(lag)s) "
                  "AND run_after <= now() - make_interval(secs => %(lag)s)")
-QUEUES_SENT_NOT_SEEN = (f"SELECT DISTINCT queue FROM agent_jobs "
+QUEUES_SENT_NOT_SEEN = (f"SELECT DISTINCT queue AS queue FROM agent_jobs "
                         f"WHERE status = 'queued' AND {SENT_NOT_SEEN}")
 REDISPATCH_LOST = _dispatch(f"queue = ANY(%(queues)s) AND {SENT_NOT_SEEN}")
 
 
 def _redispatch_lost(conn: psycopg.Connection, params: dict) -> list[dict]:
-    queues = [row[0] for row in conn.execute(QUEUES_SENT_NOT_SEEN, params)]
+    queues = [row["queue"] for row in conn.cursor(row_factory=dict_row).execute(
+        QUEUES_SENT_NOT_SEEN, params)]
     empty = []
     for queue in queues:
         try:
@@ -141,16 +142,14 @@ def add(sweep: Sweep) -> None:
 
 # The tick by the database's clock: beats on hosts whose clocks disagree still agree
 # on which tick it is, so a sweep runs once per tick whoever runs it.
-DB_TICK = "SELECT floor(extract(epoch FROM now()) / %s)::bigint"
+DB_TICK = "SELECT floor(extract(epoch FROM now()) / %s)::bigint AS tick"
 
 
 def current_tick(now: float | None = None) -> int:
     """The tick of `now` (seconds since the epoch); without it, the database's tick."""
     if now is not None:
         return int(now // get_settings().sweep_seconds)
-    row = pg.fetch_one(DB_TICK, (get_settings().sweep_seconds,))
-    assert row is not None
-    return int(row[0])
+    return int(pg.fetch_value(DB_TICK, (get_settings().sweep_seconds,)))
 
 
 def run_sweeps(tick: int | None = None) -> dict[str, int | None]:
@@ -161,8 +160,9 @@ def run_sweeps(tick: int | None = None) -> dict[str, int | None]:
               "redispatch": settings.redispatch_after_seconds, "lag": settings.sweep_seconds}
     found: dict[str, list[dict]] = {}
     with pg.transaction() as conn:
-        locked = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (SWEEP_LOCK,)).fetchone()
-        if not (locked and locked[0]):
+        locked = conn.cursor(row_factory=dict_row).execute(
+            "SELECT pg_try_advisory_xact_lock(%s) AS locked", (SWEEP_LOCK,)).fetchone()
+        if not (locked and locked["locked"]):
             return {s.name: None for s in SWEEPS}
         for sweep in SWEEPS:
             first = conn.execute(

@@ -73,7 +73,7 @@ def save(project_id: uuid.UUID | str, name: str, code: str, *, language: str = "
               "language": language, "description": description,
               "job": str(created_by_job) if created_by_job else None}
     row = next_version.insert_next(SAVE, params)
-    return Saved(name, row[0], row[1])
+    return Saved(name, row["version"], row["created"])
 
 
 COLUMNS = "name, version, code, language, description, created_by_job, created_at"

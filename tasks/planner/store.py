@@ -56,11 +56,11 @@ def create(project_id: Id, *, name: str, goal: str, repo_url: str | None,
 def insert_plan(plan_id: Id, project_id: Id, *, name: str, goal: str, repo_url: str | None,
                 github_repo: str | None, auto_approve: bool, complete_on_merge: bool,
                 job_id: Id) -> None:
-    pg.fetch("INSERT INTO plans (id, project_id, name, goal, repo_url, github_repo, "
-             "auto_approve, complete_on_merge, job_id) "
-             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-             (str(plan_id), str(project_id), name, goal, repo_url, github_repo, auto_approve,
-              complete_on_merge, str(job_id)))
+    pg.execute("INSERT INTO plans (id, project_id, name, goal, repo_url, github_repo, "
+               "auto_approve, complete_on_merge, job_id) "
+               "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+               (str(plan_id), str(project_id), name, goal, repo_url, github_repo, auto_approve,
+                complete_on_merge, str(job_id)))
 
 
 def load(plan_id: Id) -> dict[str, Any] | None:
@@ -90,12 +90,12 @@ def save_version(plan_id: Id, version: int, origin: str, reason: str | None,
     call finds the version there and writes nothing (False). A task may carry a status,
     output and job id (completed tasks kept across a revision)."""
     with pg.transaction():
-        created = pg.fetch_one(
+        created = pg.fetch_one_dict(
             "INSERT INTO plan_versions (plan_id, version, origin, reason) VALUES (%s, %s, %s, %s) "
             "ON CONFLICT DO NOTHING RETURNING version", (str(plan_id), version, origin, reason))
         if created is None:
             return False
-        pg.fetch(INSERT_TASKS, {
+        pg.execute(INSERT_TASKS, {
             "plan": str(plan_id), "version": version,
             "ids": [uuid.uuid4() for _ in tasks], "keys": [t["id"] for t in tasks],
             "descriptions": [t["description"] for t in tasks],
@@ -107,10 +107,10 @@ def save_version(plan_id: Id, version: int, origin: str, reason: str | None,
             "errors": [t.get("error") for t in tasks]})
         edges = [(t["id"], dep) for t in tasks for dep in t["depends_on"]]
         if edges:
-            pg.fetch(INSERT_DEPS, {"plan": str(plan_id), "version": version,
-                                   "keys": [k for k, _ in edges], "deps": [d for _, d in edges]})
-        pg.fetch("UPDATE plans SET version = %s, updated_at = now() WHERE id = %s",
-                 (version, str(plan_id)))
+            pg.execute(INSERT_DEPS, {"plan": str(plan_id), "version": version,
+                                     "keys": [k for k, _ in edges], "deps": [d for _, d in edges]})
+        pg.execute("UPDATE plans SET version = %s, updated_at = now() WHERE id = %s",
+                   (version, str(plan_id)))
     return True
 
 
@@ -142,7 +142,7 @@ def versions_of(plan_id: Id) -> list[dict[str, Any]]:
 
 def set_status(plan_id: Id, status: str, *, error: str | None = None) -> bool:
     """Move a plan that has not ended to `status`; False if it had already ended."""
-    row = pg.fetch_one(
+    row = pg.fetch_one_dict(
         "UPDATE plans SET status = %s, error = coalesce(%s, error), updated_at = now() "
         f"WHERE id = %s AND status NOT IN {_ENDED} "
         "RETURNING id", (status, error, str(plan_id)))
@@ -155,7 +155,7 @@ def mirror(plan_id: Id, version: int, states: dict[str, dict[str, Any]]) -> None
     if not states:
         return
     keys = list(states)
-    pg.fetch(
+    pg.execute(
         "UPDATE plan_tasks t SET status = s.status, job_id = coalesce(s.job_id, t.job_id), "
         "output = coalesce(s.output, t.output), error = coalesce(s.error, t.error), "
         "updated_at = now() "
@@ -190,9 +190,9 @@ def approval_state(plan_id: Id) -> dict[str, Any]:
 
 
 def attach_approval(plan_id: Id, approval_id: Id) -> None:
-    pg.fetch("UPDATE plans SET approval_id = %s, status = 'awaiting_approval', "
-             "updated_at = now() WHERE id = %s AND status IN ('generating', 'awaiting_approval')",
-             (str(approval_id), str(plan_id)))
+    pg.execute("UPDATE plans SET approval_id = %s, status = 'awaiting_approval', "
+               "updated_at = now() WHERE id = %s AND status IN ('generating', 'awaiting_approval')",
+               (str(approval_id), str(plan_id)))
 
 
 def lock_for_edit(plan_id: Id) -> dict[str, Any]:

@@ -77,12 +77,12 @@ def create_approval(project_id: uuid.UUID | str, source_job_id: uuid.UUID | str 
     still pending in the project is reused rather than asked again."""
     digest = args_hash(action.action_type, action.args)
     if not force_new:
-        row = pg.fetch_one(f"SELECT id FROM approvals WHERE project_id = %s AND args_hash = %s "
-                           f"AND {pending_approval()} ORDER BY created_at LIMIT 1",
-                           (project_id, digest))
+        row = pg.fetch_one_dict(f"SELECT id FROM approvals WHERE project_id = %s "
+                                f"AND args_hash = %s AND {pending_approval()} "
+                                f"ORDER BY created_at LIMIT 1", (project_id, digest))
         if row is not None:
-            return row[0]
-    row = pg.fetch_one(
+            return row["id"]
+    row = pg.fetch_one_dict(
         "INSERT INTO approvals (id, project_id, source_job_id, action_type, title, action_args, "
         "args_hash, expires_at, on_approve) "
         "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, now() + %s, %s::jsonb) "
@@ -90,11 +90,12 @@ def create_approval(project_id: uuid.UUID | str, source_job_id: uuid.UUID | str 
         (uuid.uuid4(), project_id, source_job_id, action.action_type, action.title,
          json.dumps(action.args), digest, ttl, json.dumps(action.on_approve)))
     if row is not None:
-        return row[0]
-    row = pg.fetch_one("SELECT id FROM approvals WHERE project_id = %s AND source_job_id = %s "
-                       "AND args_hash = %s", (project_id, source_job_id, digest))
+        return row["id"]
+    row = pg.fetch_one_dict("SELECT id FROM approvals WHERE project_id = %s "
+                            "AND source_job_id = %s AND args_hash = %s",
+                            (project_id, source_job_id, digest))
     assert row is not None
-    return row[0]
+    return row["id"]
 
 
 # Approving is refused while an earlier effect of the same action has an unknown outcome:
@@ -124,8 +125,8 @@ def decide(approval_id: uuid.UUID | str, owner_id: uuid.UUID | str, decision: st
                    if row is not None and decision == "approved" else None)
         if request is not None:
             job = enqueue(request, publish=False)
-            pg.fetch("UPDATE approvals SET execution_status = 'queued', execution_job_id = %s "
-                     "WHERE id = %s AND execution_status = 'idle'", (job.job_id, approval_id))
+            pg.execute("UPDATE approvals SET execution_status = 'queued', execution_job_id = %s "
+                       "WHERE id = %s AND execution_status = 'idle'", (job.job_id, approval_id))
     if row is None:
         refused = _why_not(approval_id, decision, version)
         if isinstance(refused, ApprovalExpired):  # leave the inbox now, not at the next sweep
@@ -154,11 +155,11 @@ def _execution(approval_id: uuid.UUID | str, project_id: uuid.UUID,
 
 
 def _why_not(approval_id: uuid.UUID | str, decision: str, version: int) -> SwitchyardError:
-    row = pg.fetch_one("SELECT status, version, expires_at < now() FROM approvals WHERE id = %s",
-                       (approval_id,))
+    row = pg.fetch_one_dict("SELECT status, version, expires_at < now() AS expired "
+                            "FROM approvals WHERE id = %s", (approval_id,))
     if row is None:
         return ApprovalNotFound(f"approval {approval_id} does not exist")
-    status, current, expired = row
+    status, current, expired = row["status"], row["version"], row["expired"]
     if status == "pending" and expired:
         return ApprovalExpired("the approval has expired")
     if current != version:

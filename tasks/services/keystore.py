@@ -71,7 +71,7 @@ def put(project_id: str, name: str, value: str) -> bool:
     MAX_PER_PROJECT + 1st (two new names set at the same instant may both pass)."""
     key = _key()
     pid = str(project_id)
-    return bool(pg.fetch(
+    return bool(pg.fetch_dicts(
         "INSERT INTO project_secrets (project_id, name, ciphertext, key_id) "
         "SELECT %(p)s, %(n)s, %(c)s, %(k)s WHERE EXISTS (SELECT 1 FROM project_secrets "
         "WHERE project_id = %(p)s AND name = %(n)s) OR (SELECT count(*) FROM project_secrets "
@@ -82,14 +82,14 @@ def put(project_id: str, name: str, value: str) -> bool:
 
 
 def listing(project_id: str) -> list[SecretInfo]:
-    rows = pg.fetch("SELECT name, created_at, updated_at FROM project_secrets "
-                    "WHERE project_id = %s ORDER BY name", (str(project_id),))
-    return [SecretInfo(*row) for row in rows]
+    rows = pg.fetch_dicts("SELECT name, created_at, updated_at FROM project_secrets "
+                          "WHERE project_id = %s ORDER BY name", (str(project_id),))
+    return [SecretInfo(**row) for row in rows]
 
 
 def delete(project_id: str, name: str) -> bool:
-    return bool(pg.fetch("DELETE FROM project_secrets WHERE project_id = %s AND name = %s "
-                         "RETURNING name", (str(project_id), name)))
+    return pg.execute("DELETE FROM project_secrets WHERE project_id = %s AND name = %s",
+                      (str(project_id), name)) > 0
 
 
 def read(project_id: str, names: Iterable[str]) -> dict[str, str]:
@@ -98,6 +98,7 @@ def read(project_id: str, names: Iterable[str]) -> dict[str, str]:
     if not wanted:
         return {}
     key = _key()
-    rows = pg.fetch("SELECT name, ciphertext FROM project_secrets "
-                    "WHERE project_id = %s AND name = ANY(%s)", (str(project_id), wanted))
-    return {name: unseal(key, str(project_id), name, bytes(blob)) for name, blob in rows}
+    rows = pg.fetch_dicts("SELECT name, ciphertext FROM project_secrets "
+                          "WHERE project_id = %s AND name = ANY(%s)", (str(project_id), wanted))
+    return {r["name"]: unseal(key, str(project_id), r["name"], bytes(r["ciphertext"]))
+            for r in rows}

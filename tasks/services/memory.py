@@ -19,11 +19,11 @@ class MemoryEntry:
 
 def load_memory(project_id: uuid.UUID | str, categories: tuple[str, ...] = CATEGORIES,
                 limit: int = 50) -> list[MemoryEntry]:
-    rows = pg.fetch(
+    rows = pg.fetch_dicts(
         "SELECT category, key, content FROM agent_memory WHERE project_id = %s "
         "AND category = ANY(%s) ORDER BY updated_at DESC LIMIT %s",
         (project_id, list(categories), limit))
-    return [MemoryEntry(*r) for r in rows]
+    return [MemoryEntry(**r) for r in rows]
 
 
 def write_memory(project_id: uuid.UUID | str, category: str, key: str, content: str, *,
@@ -31,7 +31,7 @@ def write_memory(project_id: uuid.UUID | str, category: str, key: str, content: 
     """Upsert by (project, category, key), remembering which job and step wrote it."""
     if category not in CATEGORIES:
         raise ValueError(f"unknown memory category {category!r}")
-    pg.fetch(
+    pg.execute(
         "INSERT INTO agent_memory (id, project_id, category, key, content, source_job_id, "
         "source_step) VALUES (%s, %s, %s, %s, %s, %s, %s) "
         "ON CONFLICT (project_id, category, key) DO UPDATE SET content = EXCLUDED.content, "

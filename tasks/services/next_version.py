@@ -19,11 +19,11 @@ from tasks.engine import pg
 ATTEMPTS = 50
 
 
-def insert_next(sql: str, params: dict[str, Any]) -> tuple[Any, ...]:
-    """The row `sql` (an INSERT ... RETURNING of the next version) returns."""
+def insert_next(sql: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The row `sql` (an INSERT ... RETURNING of the next version) returns, by column name."""
     for attempt in range(ATTEMPTS):
         try:
-            row = pg.fetch_one(sql, params)
+            row = pg.fetch_one_dict(sql, params)
             assert row is not None
             return row
         except psycopg.errors.UniqueViolation:

@@ -35,27 +35,28 @@ def post(project_id: uuid.UUID, message: str) -> tuple[uuid.UUID, uuid.UUID]:
     message_id = uuid.uuid4()
     # The message and its reply job commit together; the wake-up is published after.
     with pg.transaction():
-        pg.fetch("INSERT INTO chat_messages (id, project_id, role, content) "
-                 "VALUES (%s, %s, 'user', %s)", (message_id, project_id, message))
+        pg.execute("INSERT INTO chat_messages (id, project_id, role, content) "
+                   "VALUES (%s, %s, 'user', %s)", (message_id, project_id, message))
         job = enqueue(EnqueueRequest(project_id, "chat.reply", {"message_id": str(message_id)},
                                      idempotency_key=f"chat:{project_id}:{message_id}"),
                       publish=False)
-        pg.fetch("UPDATE chat_messages SET job_id = %s WHERE id = %s", (job.job_id, message_id))
+        pg.execute("UPDATE chat_messages SET job_id = %s WHERE id = %s",
+                   (job.job_id, message_id))
     job.publish()
     return message_id, job.job_id
 
 
 def _load(project_id: uuid.UUID, message_id: uuid.UUID) -> dict[str, Any]:
-    row = pg.fetch_one("SELECT content, created_at FROM chat_messages WHERE id = %s "
-                       "AND project_id = %s AND role = 'user'", (message_id, project_id))
+    row = pg.fetch_one_dict("SELECT content, created_at FROM chat_messages WHERE id = %s "
+                            "AND project_id = %s AND role = 'user'", (message_id, project_id))
     if row is None:
         raise PermanentError(f"chat message {message_id} not found in this project")
-    history = pg.fetch("SELECT role, content FROM chat_messages WHERE project_id = %s "
-                       "AND created_at < %s ORDER BY created_at DESC LIMIT %s",
-                       (project_id, row[1], HISTORY))
-    messages = [{"role": r, "content": c} for r, c in reversed(history)]
-    messages.append({"role": "user", "content": row[0]})
-    return {"context": project_context(project_id) | {"user_message": row[0]},
+    history = pg.fetch_dicts("SELECT role, content FROM chat_messages WHERE project_id = %s "
+                             "AND created_at < %s ORDER BY created_at DESC LIMIT %s",
+                             (project_id, row["created_at"], HISTORY))
+    messages = [{"role": h["role"], "content": h["content"]} for h in reversed(history)]
+    messages.append({"role": "user", "content": row["content"]})
+    return {"context": project_context(project_id) | {"user_message": row["content"]},
             "messages": messages}
 
 

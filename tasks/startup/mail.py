@@ -27,17 +27,18 @@ def process_due(ctx: JobContext, p: SlotPayload) -> dict[str, Any]:
 
 
 DIGEST_SOURCES = f"""
-SELECT p.id, p.name, p.settings->>'contact_email',
+SELECT p.id, p.name, p.settings->>'contact_email' AS contact_email,
     (SELECT count(*) FROM agent_jobs j WHERE j.project_id = p.id AND j.status = 'completed'
-       AND j.completed_at > now() - interval '1 day'),
+       AND j.completed_at > now() - interval '1 day') AS done,
     (SELECT count(*) FROM approvals a WHERE a.project_id = p.id AND {pending_approval("a")})
+        AS pending
 FROM projects p
 WHERE p.owner_id IS NOT NULL AND p.settings ? 'contact_email'
 ORDER BY p.created_at
 """
 
 NUDGE_SOURCES = f"""
-SELECT p.id, p.name, p.settings->>'contact_email', count(a.id)
+SELECT p.id, p.name, p.settings->>'contact_email' AS contact_email, count(a.id) AS waiting
 FROM projects p JOIN approvals a ON a.project_id = p.id
 WHERE p.owner_id IS NOT NULL AND p.settings ? 'contact_email' AND {pending_approval("a")}
   AND a.created_at < now() - interval '1 day'
@@ -53,10 +54,11 @@ def _today() -> str:
 
 def _queue_digests() -> int:
     date, queued = _today(), 0
-    for pid, name, to, done, pending in pg.fetch(DIGEST_SOURCES):
-        body = (f"Yesterday on {name}: {done} job(s) completed; {pending} approval(s) "
-                "waiting for you.")
-        enqueue_email(pid, to, f"{name}: your daily digest", body, "digest",
+    for row in pg.fetch_dicts(DIGEST_SOURCES):
+        pid, name = row["id"], row["name"]
+        body = (f"Yesterday on {name}: {row['done']} job(s) completed; {row['pending']} "
+                "approval(s) waiting for you.")
+        enqueue_email(pid, row["contact_email"], f"{name}: your daily digest", body, "digest",
                       f"digest:{pid}:{date}")
         queued += 1
     return queued
@@ -64,8 +66,10 @@ def _queue_digests() -> int:
 
 def _queue_nudges() -> int:
     date, queued = _today(), 0
-    for pid, name, to, waiting in pg.fetch(NUDGE_SOURCES):
-        enqueue_email(pid, to, f"{name}: {waiting} action(s) need your approval",
+    for row in pg.fetch_dicts(NUDGE_SOURCES):
+        pid = row["id"]
+        enqueue_email(pid, row["contact_email"],
+                      f"{row['name']}: {row['waiting']} action(s) need your approval",
                       "Your agents are waiting for a decision in the inbox.", "nudge",
                       f"nudge:{pid}:{date}")
         queued += 1

@@ -66,10 +66,10 @@ def _store_packet(project_id: uuid.UUID, job_id: uuid.UUID, phase: int, packet: 
         "SELECT id FROM ins UNION ALL SELECT id FROM packets WHERE job_id = %s",
         (uuid.uuid4(), project_id, job_id, phase, json.dumps(packet), job_id))
     # The project is in the phase whose packet it has; the advance that asked for it is done.
-    pg.fetch("UPDATE projects SET phase = %s WHERE id = %s", (phases.name(phase), project_id))
-    pg.fetch("UPDATE approvals SET execution_status = 'completed', updated_at = now() "
-             "WHERE project_id = %s AND action_type = %s AND status = 'approved' "
-             "AND (action_args->>'to')::int = %s", (project_id, phases.ADVANCE, phase))
+    pg.execute("UPDATE projects SET phase = %s WHERE id = %s", (phases.name(phase), project_id))
+    pg.execute("UPDATE approvals SET execution_status = 'completed', updated_at = now() "
+               "WHERE project_id = %s AND action_type = %s AND status = 'approved' "
+               "AND (action_args->>'to')::int = %s", (project_id, phases.ADVANCE, phase))
     return str(stored)
 
 

@@ -11,13 +11,14 @@ from tasks.services.memory import format_memory_for_prompt, load_memory
 
 
 def project_context(project_id: uuid.UUID | str) -> dict[str, Any]:
-    row = pg.fetch_one("SELECT name, goal, phase, night_shift, settings FROM projects "
-                       "WHERE id = %s", (project_id,))
+    row = pg.fetch_one_dict("SELECT name, goal, phase, night_shift, settings FROM projects "
+                            "WHERE id = %s", (project_id,))
     if row is None:
         raise PermanentError(f"project {project_id} does not exist")
-    name, goal, phase, night_shift, settings = row
+    name, goal, phase, night_shift, settings = (
+        row["name"], row["goal"], row["phase"], row["night_shift"], row["settings"])
     memory = load_memory(project_id)
-    packet = pg.fetch_one("SELECT content FROM packets WHERE project_id = %s "
+    packet = pg.fetch_one_dict("SELECT content FROM packets WHERE project_id = %s "
                           "ORDER BY created_at DESC LIMIT 1", (project_id,))
     return {
         "project_id": str(project_id), "project_name": name, "goal": goal or "", "phase": phase,
@@ -28,5 +29,5 @@ def project_context(project_id: uuid.UUID | str) -> dict[str, Any]:
         "github_repo": settings.get("github_repo"),
         "memory": [{"category": m.category, "key": m.key, "content": m.content} for m in memory],
         "memory_prompt": format_memory_for_prompt(memory),
-        "latest_packet": packet[0] if packet else None,
+        "latest_packet": packet["content"] if packet else None,
     }

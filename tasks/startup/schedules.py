@@ -26,10 +26,10 @@ def requests_for(job_type: str, now: datetime) -> list[EnqueueRequest]:
         return [EnqueueRequest(SYSTEM_PROJECT_ID, job_type, {"slot": date},
                                idempotency_key=f"nudges:{date}")]
     if job_type == "nightshift.cycle_project":
-        rows = pg.fetch("SELECT id FROM projects WHERE night_shift AND owner_id IS NOT NULL "
-                        "ORDER BY created_at")
-        return [EnqueueRequest(pid, job_type, {"date": date},
-                               idempotency_key=f"nightshift:{pid}:{date}") for (pid,) in rows]
+        rows = pg.fetch_dicts("SELECT id FROM projects WHERE night_shift AND owner_id IS NOT NULL "
+                              "ORDER BY created_at")
+        return [EnqueueRequest(r["id"], job_type, {"date": date},
+                               idempotency_key=f"nightshift:{r['id']}:{date}") for r in rows]
     raise ValueError(f"{job_type} is not scheduled")
 
 

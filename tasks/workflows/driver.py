@@ -117,11 +117,12 @@ def _open(ctx: JobContext, key: str, node: Node, states: dict[str, StepState],
 
 def _approved_job(approval_id: str) -> dict[str, Any]:
     """The job exactly as the person approved it (the gate's recorded arguments)."""
-    row = pg.fetch_one("SELECT action_args FROM approvals WHERE id = %s AND status = 'approved'",
-                       (approval_id,))
+    row = pg.fetch_one_dict("SELECT action_args FROM approvals "
+                            "WHERE id = %s AND status = 'approved'", (approval_id,))
     if row is None:
         return {"error": "the approval is no longer approved"}
-    return {"job_type": row[0]["job_type"], "payload": row[0]["payload"]}
+    args = row["action_args"]
+    return {"job_type": args["job_type"], "payload": args["payload"]}
 
 
 def _stop(ctx: JobContext, key: str, rounds: int, states: dict[str, StepState]) -> None:
@@ -186,6 +187,6 @@ ON CONFLICT (run_job_id, name) DO UPDATE SET status = EXCLUDED.status,
 
 def _mirror(run_id: str, states: dict[str, StepState], on_change: OnChange | None) -> None:
     rows = [{"name": name, **s.to_json()} for name, s in states.items()]
-    pg.fetch(UPSERT, {"run": run_id, "steps": json.dumps(rows)})
+    pg.execute(UPSERT, {"run": run_id, "steps": json.dumps(rows)})
     if on_change is not None:
         on_change(states)

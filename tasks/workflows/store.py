@@ -52,31 +52,33 @@ def save(project_id: uuid.UUID | str, spec: WorkflowSpec) -> Saved:
     params = {"id": uuid.uuid4(), "project": str(project_id), "name": spec.name,
               "spec": json.dumps(spec.model_dump(mode="json"))}
     row = next_version.insert_next(SAVE, params)  # saves of one name at once: see there
-    return Saved(row[0], row[1], row[2])
+    return Saved(row["id"], row["version"], row["created"])
 
 
 COLUMNS = "id, project_id, name, version, spec, created_at"
 
 
 def get(workflow_id: uuid.UUID | str) -> Stored | None:
-    row = pg.fetch_one(f"SELECT {COLUMNS} FROM workflows WHERE id = %s", (str(workflow_id),))
-    return Stored(*row) if row else None
+    row = pg.fetch_one_dict(f"SELECT {COLUMNS} FROM workflows WHERE id = %s",
+                            (str(workflow_id),))
+    return Stored(**row) if row else None
 
 
 def version_of(project_id: uuid.UUID | str, name: str, version: int) -> Stored | None:
-    row = pg.fetch_one(f"SELECT {COLUMNS} FROM workflows WHERE project_id = %s AND name = %s "
-                       "AND version = %s", (str(project_id), name, version))
-    return Stored(*row) if row else None
+    row = pg.fetch_one_dict(f"SELECT {COLUMNS} FROM workflows WHERE project_id = %s "
+                            "AND name = %s AND version = %s", (str(project_id), name, version))
+    return Stored(**row) if row else None
 
 
 def listing(project_id: uuid.UUID | str) -> list[dict[str, Any]]:
     """Each name with its versions (newest first) and the newest version's id."""
-    rows = pg.fetch("SELECT name, array_agg(version ORDER BY version DESC), "
-                    "(array_agg(id ORDER BY version DESC))[1], max(created_at) "
-                    "FROM workflows WHERE project_id = %s GROUP BY name ORDER BY name",
-                    (str(project_id),))
-    return [{"name": name, "versions": list(versions), "latest_id": str(latest),
-             "updated_at": updated} for name, versions, latest, updated in rows]
+    rows = pg.fetch_dicts("SELECT name, array_agg(version ORDER BY version DESC) AS versions, "
+                          "(array_agg(id ORDER BY version DESC))[1] AS latest_id, "
+                          "max(created_at) AS updated_at "
+                          "FROM workflows WHERE project_id = %s GROUP BY name ORDER BY name",
+                          (str(project_id),))
+    return [{"name": r["name"], "versions": list(r["versions"]), "latest_id": str(r["latest_id"]),
+             "updated_at": r["updated_at"]} for r in rows]
 
 
 # --- runs, as the API reads them ----------------------------------------------------------

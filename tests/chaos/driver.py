@@ -22,15 +22,17 @@ from tasks.engine import pg
 from tasks.engine.dispatch import dispatch
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.services.approvals import NewApproval, create_approval, decide
+from tests.integration.jobdb import tuple_row, tuples
 
 RETRY_FOR = 60.0
 
 
 def setup(_: dict[str, Any]) -> dict[str, Any]:
     owner, project = uuid.uuid4(), uuid.uuid4()
-    pg.fetch("INSERT INTO owners (id, name) VALUES (%s, 'chaos') ON CONFLICT DO NOTHING", (owner,))
-    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'chaos')",
-             (project, owner))
+    pg.execute("INSERT INTO owners (id, name) VALUES (%s, 'chaos') ON CONFLICT DO NOTHING",
+               (owner,))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'chaos')",
+               (project, owner))
     return {"owner": str(owner), "project": str(project)}
 
 
@@ -43,8 +45,8 @@ def submit(req: dict[str, Any]) -> dict[str, Any]:
 
 def approve(req: dict[str, Any]) -> dict[str, Any]:
     # Looked up first: a retry after a lost answer must not ask (and deploy) twice.
-    row = pg.fetch_one("SELECT id, execution_job_id FROM approvals WHERE project_id = %s "
-                       "AND title = %s", (req["project"], req["title"]))
+    row = tuple_row("SELECT id, execution_job_id FROM approvals WHERE project_id = %s "
+                    "AND title = %s", (req["project"], req["title"]))
     args = {"url": req["url"], "status_url": req["url"]}
     approval = row[0] if row else create_approval(
         req["project"], None, NewApproval("deploy_hook", req["title"], args))
@@ -53,8 +55,8 @@ def approve(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def wake(req: dict[str, Any]) -> dict[str, Any]:
-    rows = pg.fetch("SELECT id, queue, priority FROM agent_jobs WHERE id = ANY(%s::uuid[])",
-                    (req["jobs"],))
+    rows = tuples("SELECT id, queue, priority FROM agent_jobs WHERE id = ANY(%s::uuid[])",
+                  (req["jobs"],))
     for job_id, queue, priority in rows:
         dispatch(job_id, queue, priority)
     return {"published": len(rows)}

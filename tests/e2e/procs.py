@@ -21,8 +21,8 @@ from typing import Any
 
 import httpx
 
-from tasks.engine import pg
 from tests.conftest import wait_until
+from tests.integration.jobdb import tuple_row, tuples
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -156,15 +156,15 @@ class Procs:
 
 
 def _heartbeat_seen(pid: int) -> bool:
-    return pg.fetch_one("SELECT 1 FROM worker_heartbeats WHERE pid = %s AND stopped_at IS NULL",
-                        (pid,)) is not None
+    return tuple_row("SELECT 1 FROM worker_heartbeats WHERE pid = %s AND stopped_at IS NULL",
+                     (pid,)) is not None
 
 
 # --- reading the truth from PostgreSQL --------------------------------------------------------
 
 def job(job_id) -> dict:
-    row = pg.fetch_one("SELECT status, locked_by, attempts, last_error, result FROM agent_jobs "
-                       "WHERE id = %s", (job_id,))
+    row = tuple_row("SELECT status, locked_by, attempts, last_error, result FROM agent_jobs "
+                    "WHERE id = %s", (job_id,))
     assert row is not None, f"job {job_id} not found"
     return dict(zip(("status", "locked_by", "attempts", "last_error", "result"), row,
                     strict=True))
@@ -176,18 +176,18 @@ def status(job_id) -> str:
 
 def steps(job_id) -> dict[int, str]:
     """seq -> status of the job's step rows."""
-    return dict(pg.fetch("SELECT seq, status FROM job_steps WHERE job_id = %s ORDER BY seq",
-                         (job_id,)))
+    return dict(tuples("SELECT seq, status FROM job_steps WHERE job_id = %s ORDER BY seq",
+                       (job_id,)))
 
 
 def started_counts(job_id) -> dict[int, int]:
     """seq -> how many times a 'started' step event was written for it."""
-    return dict(pg.fetch(
+    return dict(tuples(
         "SELECT (data->>'seq')::int, count(*) FROM agent_job_events WHERE job_id = %s "
         "AND type = 'step' AND data->>'status' = 'started' GROUP BY 1 ORDER BY 1", (job_id,)))
 
 
 def status_events(job_id) -> list[dict]:
-    return [r[0] for r in pg.fetch(
+    return [r[0] for r in tuples(
         "SELECT data FROM agent_job_events WHERE job_id = %s AND type = 'status' ORDER BY id",
         (job_id,))]

@@ -7,9 +7,9 @@ import os
 import pytest
 import redis
 
-from tasks.engine import pg
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tests.e2e import procs as p
+from tests.integration.jobdb import tuples
 
 pytestmark = pytest.mark.e2e
 
@@ -37,15 +37,15 @@ def test_flushing_the_broker_with_20_jobs_queued_loses_none(procs: p.Procs, proj
     # Then the dispatch sweep re-publishes them (after SWITCHYARD_REDISPATCH_AFTER_SECONDS)
     # and all 20 complete, each exactly once
     def statuses() -> dict[str, int]:
-        return dict(pg.fetch("SELECT status, count(*) FROM agent_jobs WHERE id = ANY(%s) "
-                             "GROUP BY 1", ([str(i) for i in ids],)))
+        return dict(tuples("SELECT status, count(*) FROM agent_jobs WHERE id = ANY(%s) "
+                           "GROUP BY 1", ([str(i) for i in ids],)))
 
     procs.wait(lambda: statuses() == {"completed": 20}, 30, "all 20 jobs completed")
-    attempts = pg.fetch("SELECT attempts, count(*) FROM agent_jobs GROUP BY 1")
+    attempts = tuples("SELECT attempts, count(*) FROM agent_jobs GROUP BY 1")
     assert attempts == [(1, 20)]
-    started = pg.fetch("SELECT count(*) FROM agent_job_events WHERE type = 'step' "
-                       "AND data->>'status' = 'started'")[0][0]
+    started = tuples("SELECT count(*) FROM agent_job_events WHERE type = 'step' "
+                     "AND data->>'status' = 'started'")[0][0]
     assert started == 40
-    redispatched = pg.fetch("SELECT coalesce(sum((stats->>'rows')::int), 0) FROM sweep_runs "
-                            "WHERE sweep IN ('dispatch_due', 'redispatch_lost')")[0][0]
+    redispatched = tuples("SELECT coalesce(sum((stats->>'rows')::int), 0) FROM sweep_runs "
+                          "WHERE sweep IN ('dispatch_due', 'redispatch_lost')")[0][0]
     assert redispatched >= 20

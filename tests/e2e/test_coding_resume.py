@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from tasks.coding.demo import DEMO_TASK, ensure_demo_repo
-from tasks.engine import pg
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.settings import get_settings
 from tests.e2e import procs as p
+from tests.integration.jobdb import tuples
 from tests.support import coding_brains as brains
 from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401
 
@@ -38,7 +38,7 @@ def slow_build(body: dict) -> list[dict]:
 
 
 def step_seqs(job_id: str) -> dict[str, int]:
-    return dict(pg.fetch("SELECT name, seq FROM job_steps WHERE job_id = %s", (job_id,)))
+    return dict(tuples("SELECT name, seq FROM job_steps WHERE job_id = %s", (job_id,)))
 
 
 def test_kill9_mid_build_resumes_where_it_was(procs: p.Procs, project: str, tmp_path: Path,
@@ -56,8 +56,8 @@ def test_kill9_mid_build_resumes_where_it_was(procs: p.Procs, project: str, tmp_
 
     # Given worker A inside the build's `run` call, the fix already made and recorded
     def running_tests() -> bool:
-        return bool(pg.fetch("SELECT 1 FROM agent_job_events WHERE job_id = %s AND "
-                             "type = 'tool_call' AND data->>'name' = 'run'", (job_id,)))
+        return bool(tuples("SELECT 1 FROM agent_job_events WHERE job_id = %s AND "
+                           "type = 'tool_call' AND data->>'name' = 'run'", (job_id,)))
 
     procs.wait(running_tests, 90, "the build's run call")
     a.kill9()

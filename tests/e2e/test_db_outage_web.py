@@ -59,8 +59,8 @@ def test_the_web_tier_answers_503_while_the_database_is_away_and_recovers(
     with session_scope(session_factory()) as s:
         owner_id, token = create_token(s, "alice")
     project = str(uuid.uuid4())
-    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'outage')",
-             (project, owner_id))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'outage')",
+               (project, owner_id))
     auth = {"Authorization": f"Bearer {token}"}
 
     def requests() -> dict[str, httpx.Response]:

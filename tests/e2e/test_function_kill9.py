@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from tasks.engine import pg
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.functions import store
 from tests.e2e import procs as p
+from tests.integration.jobdb import tuples
 from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401
 
 pytestmark = pytest.mark.e2e
@@ -45,7 +45,7 @@ def test_kill9_mid_function_resumes_without_repeating_a_recorded_call(
     # When A is killed with the two inserts recorded and the model call unanswered
     a.kill9()
     assert p.status(job_id) == "running"
-    names = dict(pg.fetch("SELECT name, status FROM job_steps WHERE job_id = %s", (job_id,)))
+    names = dict(tuples("SELECT name, status FROM job_steps WHERE job_id = %s", (job_id,)))
     assert names["call:0:db"] == names["call:1:db"] == "completed"
     gate.set()
     b = procs.worker("b", pool="solo", env=env)
@@ -57,10 +57,10 @@ def test_kill9_mid_function_resumes_without_repeating_a_recorded_call(
     assert final["result"] == {"output": "slow answer"}
     assert final["locked_by"].endswith(f":{b.pid}")
     # And every insert happened once; only the unrecorded model call was made again
-    rows = pg.fetch("SELECT collection, count(*) FROM function_data WHERE project_id = %s "
-                    "GROUP BY 1 ORDER BY 1", (project,))
+    rows = tuples("SELECT collection, count(*) FROM function_data WHERE project_id = %s "
+                  "GROUP BY 1 ORDER BY 1", (project,))
     assert rows == [("first", 1), ("second", 1), ("third", 1)]
     assert fake_anthropic.count == 2
     started = p.started_counts(job_id)
-    by_name = dict(pg.fetch("SELECT name, seq FROM job_steps WHERE job_id = %s", (job_id,)))
+    by_name = dict(tuples("SELECT name, seq FROM job_steps WHERE job_id = %s", (job_id,)))
     assert started[by_name["call:0:db"]] == started[by_name["call:1:db"]] == 1, started

@@ -13,10 +13,10 @@ import time
 import pytest
 import redis
 
-from tasks.engine import pg
 from tasks.engine.dispatch import dispatch
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tests.e2e import procs as p
+from tests.integration.jobdb import tuple_row
 
 pytestmark = pytest.mark.e2e
 
@@ -70,8 +70,8 @@ def test_a_broker_wiped_under_live_workers_is_noticed_in_seconds(
 
     # Then all 20 start within 15 s (not after the 60 s redispatch period) and complete once
     def started() -> bool:
-        row = pg.fetch_one("SELECT count(*) FILTER (WHERE started_at IS NOT NULL) FROM agent_jobs "
-                           "WHERE id = ANY(%s)", (ids,))
+        row = tuple_row("SELECT count(*) FILTER (WHERE started_at IS NOT NULL) FROM agent_jobs "
+                        "WHERE id = ANY(%s)", (ids,))
         return row is not None and row[0] == 20
 
     procs.wait(started, 15, "all 20 jobs started")
@@ -102,7 +102,7 @@ def test_a_worker_with_a_skewed_clock_sleeps_once_retries_on_time_and_burns_noth
     # Then it slept once, for about 2 s by the database's clock, and retried once
     assert _history(job_id) == ["queued", "running", "waiting", "queued", "running", "queued",
                                 "running", "completed"]
-    slept = pg.fetch_one(
+    slept = tuple_row(
         "SELECT extract(epoch FROM max(created_at) FILTER (WHERE message = 'queued' "
         "AND data->>'from' = 'waiting') - min(created_at) FILTER (WHERE message = 'waiting'))"
         " FROM agent_job_events WHERE job_id = %s AND type = 'status'", (job_id,))[0]

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from tasks.engine import pg
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.settings import get_settings
 from tests.e2e import procs as p
+from tests.integration.jobdb import tuples
 
 pytestmark = pytest.mark.e2e
 
@@ -72,9 +72,9 @@ def test_sigterm_gives_running_and_prefetched_jobs_back(
         assert all(started[s] == 1 for s in done_before[j]), started
         assert set(started.values()) == {1}, started
     # Nothing ran twice: one completed attempt per job
-    counts = pg.fetch("SELECT count(*) FROM agent_job_events WHERE job_id = ANY(%s) "
-                      "AND type = 'status' AND data->>'status' = 'completed'",
-                      ([str(j) for j in everything],))[0][0]
+    counts = tuples("SELECT count(*) FROM agent_job_events WHERE job_id = ANY(%s) "
+                    "AND type = 'status' AND data->>'status' = 'completed'",
+                    ([str(j) for j in everything],))[0][0]
     assert counts == len(everything)
     print(f"{pool}: exit after SIGTERM took {took:.1f}s; short jobs done by a: "
           f"{len(short_done_by_a)}")

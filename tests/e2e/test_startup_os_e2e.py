@@ -34,6 +34,7 @@ from tasks.services.approvals import NewApproval, create_approval
 from tasks.services.effects import ledger
 from tests.e2e import procs as p
 from tests.e2e.procs import Proc, Procs, wait
+from tests.integration.jobdb import tuple_row, tuples
 from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401
 from tests.support.fake_providers import FakeProviders, fake_providers  # noqa: F401
 
@@ -52,21 +53,21 @@ def llm_env(fake: FakeAnthropic) -> dict[str, str]:
 
 def new_project(owner: str, name: str) -> str:
     pid = str(uuid.uuid4())
-    pg.fetch("INSERT INTO projects (id, owner_id, name, goal) VALUES (%s, %s, %s, %s)",
-             (pid, owner, name, "sell tide-aware scheduling to harbour masters"))
+    pg.execute("INSERT INTO projects (id, owner_id, name, goal) VALUES (%s, %s, %s, %s)",
+               (pid, owner, name, "sell tide-aware scheduling to harbour masters"))
     return pid
 
 
 def effect_of(approval_id: uuid.UUID) -> dict[str, Any]:
-    row = pg.fetch_one("SELECT status, error, response, provider_ref FROM action_executions "
-                       "WHERE approval_id = %s", (approval_id,))
+    row = tuple_row("SELECT status, error, response, provider_ref FROM action_executions "
+                    "WHERE approval_id = %s", (approval_id,))
     assert row is not None, "no ledger row for the approval"
     return dict(zip(("status", "error", "response", "provider_ref"), row, strict=True))
 
 
 def execution_status(approval_id: uuid.UUID) -> str:
-    return pg.fetch_one("SELECT execution_status FROM approvals WHERE id = %s",
-                        (approval_id,))[0]
+    return tuple_row("SELECT execution_status FROM approvals WHERE id = %s",
+                     (approval_id,))[0]
 
 
 # --- 2. kill -9 between the effect's intent and its outcome --------------------------------------
@@ -156,7 +157,7 @@ def web(procs: Procs) -> Iterator[Web]:
 
 def stored_replies(chat_job_id: str) -> int:
     """Assistant messages answering the user message whose reply job this is."""
-    return pg.fetch_one(
+    return tuple_row(
         "SELECT count(*) FROM chat_messages a JOIN chat_messages u ON a.reply_to = u.id "
         "WHERE u.job_id = %s AND a.role = 'assistant'", (chat_job_id,))[0]
 
@@ -247,8 +248,8 @@ def test_chat_deltas_reach_an_sse_client_before_the_reply_is_stored_once(
     assert deltas[0]["replies_stored"] == 0
     assert deltas[-1]["received_at"] - deltas[0]["received_at"] > 0.5
     assert "".join(d["data"]["text"] for d in deltas) == REPLY
-    stored = pg.fetch_one("SELECT id, content, created_at FROM chat_messages "
-                          "WHERE reply_to = %s AND role = 'assistant'", (message_id,))
+    stored = tuple_row("SELECT id, content, created_at FROM chat_messages "
+                       "WHERE reply_to = %s AND role = 'assistant'", (message_id,))
     assert stored is not None and stored[1] == REPLY
     assert deltas[0]["received_at"] < stored[2].timestamp()
     # and every delta precedes the step that stores the reply, in the event log's order
@@ -262,8 +263,8 @@ def test_chat_deltas_reach_an_sse_client_before_the_reply_is_stored_once(
     # and once the reply is stored and the job done, a maintenance pass folds its deltas away
     wait(lambda: p.status(job_id) == "completed", 10, "the reply job")
     assert retention.fold_deltas(grace_seconds=0) >= 1
-    assert pg.fetch("SELECT count(*) FROM agent_job_events WHERE job_id = %s "
-                    "AND type = 'delta'", (job_id,)) == [(0,)]
+    assert tuples("SELECT count(*) FROM agent_job_events WHERE job_id = %s "
+                  "AND type = 'delta'", (job_id,)) == [(0,)]
 
     # When the next reply's stream breaks mid-way (the job retries), and a duplicate reply job
     # for the same message runs as well
@@ -278,7 +279,7 @@ def test_chat_deltas_reach_an_sse_client_before_the_reply_is_stored_once(
     # Then the retried job completed on its second attempt, and one reply is stored
     assert (p.job(retried)["status"], p.job(retried)["attempts"]) == ("completed", 2)
     assert p.job(duplicate)["status"] == "completed"
-    replies = pg.fetch("SELECT id, content FROM chat_messages WHERE reply_to = %s", (second,))
+    replies = tuples("SELECT id, content FROM chat_messages WHERE reply_to = %s", (second,))
     assert len(replies) == 1 and replies[0][1] == REPLY
     assert p.job(duplicate)["result"]["message_id"] == str(replies[0][0])
     assert [m["role"] for m in web.get(f"/api/projects/{web.project}/chat").json()["items"]] \

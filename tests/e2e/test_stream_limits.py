@@ -56,8 +56,8 @@ def web(procs: Procs) -> Iterator[Web]:
     with session_scope(session_factory()) as s:
         owner_id, token = create_token(s, "mallory")
     project = str(uuid.uuid4())
-    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'limits')",
-             (project, owner_id))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'limits')",
+               (project, owner_id))
     yield Web(base, token, project, proc)
 
 
@@ -138,8 +138,8 @@ def test_streams_over_the_per_token_cap_get_429_before_any_200(web: Web) -> None
     with session_scope(session_factory()) as s:
         alice, other = create_token(s, "alice")
     theirs = str(uuid.uuid4())
-    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'theirs')",
-             (theirs, alice))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'theirs')",
+               (theirs, alice))
     with httpx.stream("GET", f"{web.base}/api/projects/{theirs}/events",
                       headers=web.headers(other), timeout=10) as r:
         assert r.status_code == 200

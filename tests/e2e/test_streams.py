@@ -30,6 +30,7 @@ from app.tokens import create_token
 from models.db import session_scope
 from tasks.engine import pg
 from tests.e2e.procs import Proc, Procs, wait
+from tests.integration.jobdb import tuple_row, tuples
 
 pytestmark = pytest.mark.e2e
 
@@ -82,8 +83,8 @@ def web(procs: Procs) -> Iterator[Web]:
     with session_scope(session_factory()) as s:
         owner_id, token = create_token(s, "alice")
     project = str(uuid.uuid4())
-    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'streams')",
-             (project, owner_id))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'streams')",
+               (project, owner_id))
     yield Web(base, token, project, proc)
 
 
@@ -91,12 +92,12 @@ def web(procs: Procs) -> Iterator[Web]:
 
 def logged(*, project: str | None = None, job: str | None = None, after: int = 0) -> list[int]:
     column, value = ("job_id", job) if job else ("project_id", project)
-    return [r[0] for r in pg.fetch(f"SELECT id FROM agent_job_events WHERE {column} = %s "
-                                   "AND id > %s ORDER BY id", (value, after))]
+    return [r[0] for r in tuples(f"SELECT id FROM agent_job_events WHERE {column} = %s "
+                                 "AND id > %s ORDER BY id", (value, after))]
 
 
 def job_status(job_id: str) -> str:
-    row = pg.fetch_one("SELECT status FROM agent_jobs WHERE id = %s", (job_id,))
+    row = tuple_row("SELECT status FROM agent_jobs WHERE id = %s", (job_id,))
     assert row is not None
     return row[0]
 
@@ -365,9 +366,9 @@ def test_a_hundred_concurrent_sse_clients_all_receive_every_event(web, worker):
 
 def test_a_client_that_stops_reading_is_dropped_and_does_not_delay_the_others(web, worker):
     # Given a project whose stored history (~10 MB) is more than any socket buffer holds
-    pg.fetch("INSERT INTO agent_job_events (project_id, type, message, data) "
-             "SELECT %s, 'note', 'filler', jsonb_build_object('filler', repeat('x', 16000)) "
-             "FROM generate_series(1, 600)", (web.project,))
+    pg.execute("INSERT INTO agent_job_events (project_id, type, message, data) "
+               "SELECT %s, 'note', 'filler', jsonb_build_object('filler', repeat('x', 16000)) "
+               "FROM generate_series(1, 600)", (web.project,))
     history_end = logged(project=web.project)[-1]
     # and a client that asks for all of it with a tiny receive buffer, then never reads
     stuck = socket.socket()
@@ -489,4 +490,4 @@ def test_stream_refusals_over_the_wire(web):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 413"), answer
     assert b'"payload_too_large"' in answer
-    assert pg.fetch_one("SELECT count(*) FROM projects WHERE owner_id IS NOT NULL")[0] == 1
+    assert tuple_row("SELECT count(*) FROM projects WHERE owner_id IS NOT NULL")[0] == 1

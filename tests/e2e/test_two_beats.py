@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from tasks.engine import pg
 from tasks.engine.sweeps import SWEEPS, current_tick
 from tests.e2e import procs as p
+from tests.integration.jobdb import tuples
 
 pytestmark = pytest.mark.e2e
 
@@ -57,7 +57,7 @@ def test_two_beats_run_each_sweep_at_most_once_per_tick(procs: p.Procs) -> None:
     assert set(executed) == {s.name for s in SWEEPS}, executed
     assert all(n <= ticks for n in executed.values()), (executed, ticks)
     # ... and each execution is the one recorded for its (sweep, tick)
-    assert dict(pg.fetch("SELECT sweep, count(*) FROM sweep_runs GROUP BY 1")) == executed
+    assert dict(tuples("SELECT sweep, count(*) FROM sweep_runs GROUP BY 1")) == executed
     # The other deliveries found their tick already swept and did nothing
     skipped = sum(1 for r in results if all(v is None for v in r.values()))
     assert skipped >= len(results) - ticks, (skipped, len(results), ticks)

@@ -26,6 +26,7 @@ from models.db import session_scope
 from tasks.engine import pg
 from tests.e2e.procs import ROOT, Proc, Procs, status, status_events
 from tests.e2e.procs import wait as wait_for
+from tests.integration.jobdb import tuples
 
 try:
     from playwright.sync_api import Page, expect, sync_playwright
@@ -229,8 +230,8 @@ def test_sign_in_create_a_project_and_work_in_it_live(site: Site, page: Page) ->
     # Launch: the packet's actions come to the inbox, each with exactly its arguments. (The
     # offline LLM proposes a deploy when the project has a hook; there is no API for project
     # settings yet, so the test writes it.)
-    pg.fetch("UPDATE projects SET settings = settings || %s::jsonb WHERE id = %s",
-             (json.dumps({"deploy_hook_url": "http://127.0.0.1:9/deploy"}), project))
+    pg.execute("UPDATE projects SET settings = settings || %s::jsonb WHERE id = %s",
+               (json.dumps({"deploy_hook_url": "http://127.0.0.1:9/deploy"}), project))
     page.click("#launch")
     # an effect's approval (the packet's last, the phase advance, runs no effect)
     card = page.locator("#approvals .approval[data-status=pending]", has=page.locator(
@@ -378,21 +379,21 @@ def test_a_long_history_opens_at_a_recent_window_and_reconnects_send_nothing_twi
     # Given a project with 300 old events, 70 chat messages, and a reply being written
     # An hour ago, or today's first moment when that was yesterday: the event log has
     # partitions from the day the test database was made.
-    pg.fetch("INSERT INTO agent_job_events (project_id, type, message, data, created_at) "
-             "SELECT %s, 'log', 'old event ' || i, '{}', greatest(now() - interval '1 hour', "
-             "date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') "
-             "FROM generate_series(1, 300) AS i", (project,))
-    pg.fetch("INSERT INTO chat_messages (id, project_id, role, content, created_at) "
-             "SELECT gen_random_uuid(), %s, CASE WHEN i %% 2 = 1 THEN 'user' ELSE 'assistant' "
-             "END, 'old message ' || i, now() - interval '1 hour' + i * interval '1 second' "
-             "FROM generate_series(1, 70) AS i", (project,))
+    pg.execute("INSERT INTO agent_job_events (project_id, type, message, data, created_at) "
+               "SELECT %s, 'log', 'old event ' || i, '{}', greatest(now() - interval '1 hour', "
+               "date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') "
+               "FROM generate_series(1, 300) AS i", (project,))
+    pg.execute("INSERT INTO chat_messages (id, project_id, role, content, created_at) "
+               "SELECT gen_random_uuid(), %s, CASE WHEN i %% 2 = 1 THEN 'user' ELSE 'assistant' "
+               "END, 'old message ' || i, now() - interval '1 hour' + i * interval '1 second' "
+               "FROM generate_series(1, 70) AS i", (project,))
     reply_job, question = str(uuid.uuid4()), str(uuid.uuid4())
-    pg.fetch("INSERT INTO agent_jobs (id, project_id, job_type, status, payload, "
-             "idempotency_key, run_after) VALUES (%s, %s, 'chat.reply', 'queued', "
-             "jsonb_build_object('message_id', %s::text), %s, %s)",
-             (reply_job, project, question, f"chat:{project}:{question}", FUTURE))
-    pg.fetch("INSERT INTO chat_messages (id, project_id, role, content, job_id) "
-             "VALUES (%s, %s, 'user', 'Are we there yet?', %s)", (question, project, reply_job))
+    pg.execute("INSERT INTO agent_jobs (id, project_id, job_type, status, payload, "
+               "idempotency_key, run_after) VALUES (%s, %s, 'chat.reply', 'queued', "
+               "jsonb_build_object('message_id', %s::text), %s, %s)",
+               (reply_job, project, question, f"chat:{project}:{question}", FUTURE))
+    pg.execute("INSERT INTO chat_messages (id, project_id, role, content, job_id) "
+               "VALUES (%s, %s, 'user', 'Are we there yet?', %s)", (question, project, reply_job))
     sign_in(page, site)
     page.goto(f"{site.base}/projects/{project}")
     page.evaluate("""() => (window.__states = []) && new MutationObserver(
@@ -403,8 +404,8 @@ def test_a_long_history_opens_at_a_recent_window_and_reconnects_send_nothing_twi
 
     # Then the feed shows the last 100 events, not the whole history (it showed 200 of 300)
     expect(page.locator("#feed li[data-event-id]")).to_have_count(100)
-    stored = [r[0] for r in pg.fetch("SELECT id FROM agent_job_events WHERE project_id = %s "
-                                     "ORDER BY id DESC", (project,))]
+    stored = [r[0] for r in tuples("SELECT id FROM agent_job_events WHERE project_id = %s "
+                                   "ORDER BY id DESC", (project,))]
     assert _feed_ids(page) == stored[:100]
     # and "older events" pages back to the first one, newest first, nothing twice
     for shown in (150, 200, 250, 300):
@@ -426,9 +427,9 @@ def test_a_long_history_opens_at_a_recent_window_and_reconnects_send_nothing_twi
 
     # When the reply streams in across reconnects (each stream ends after 2 s)
     def delta(text: str) -> None:
-        pg.fetch("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
-                 "VALUES (%s, %s, 'delta', %s, jsonb_build_object('text', %s::text))",
-                 (reply_job, project, text, text))
+        pg.execute("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
+                   "VALUES (%s, %s, 'delta', %s, jsonb_build_object('text', %s::text))",
+                   (reply_job, project, text, text))
 
     bubble = page.locator(f"#chat-log .msg.streaming[data-job-id='{reply_job}'] .text")
     delta("Almost ")
@@ -450,9 +451,9 @@ def test_a_long_history_opens_at_a_recent_window_and_reconnects_send_nothing_twi
     shoot(page, "project-long-history")
 
     # And a job's page opens at its last 200 events too, the rest a page away
-    pg.fetch("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
-             "SELECT %s, %s, 'log', 'job log ' || i, '{}' FROM generate_series(1, 250) AS i",
-             (reply_job, project))
+    pg.execute("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
+               "SELECT %s, %s, 'log', 'job log ' || i, '{}' FROM generate_series(1, 250) AS i",
+               (reply_job, project))
     page.goto(f"{site.base}/jobs/{reply_job}")
     events = page.locator("#events li[data-event-id]")
     expect(events).to_have_count(200)
@@ -475,9 +476,10 @@ def test_the_packet_its_cost_and_an_unknown_effect_are_on_the_pages(site: Site, 
     assert status(job_id) == "completed"
     research = pg.fetch_value("SELECT seq FROM job_steps WHERE job_id = %s AND name = 'research'",
                               (job_id,))
-    pg.fetch("INSERT INTO llm_usage (project_id, job_id, step_seq, provider, model, input_tokens, "
-             "output_tokens, cost_usd) VALUES (%s, %s, %s, 'anthropic', 'claude-sonnet-4', "
-             "1000, 200, 0.006)", (project, job_id, research))
+    pg.execute("INSERT INTO llm_usage (project_id, job_id, step_seq, provider, model, "
+               "input_tokens, "
+               "output_tokens, cost_usd) VALUES (%s, %s, %s, 'anthropic', 'claude-sonnet-4', "
+               "1000, 200, 0.006)", (project, job_id, research))
     (packet,) = site.api("GET", f"/api/projects/{project}/packets")["items"]
 
     # Then the project page shows the packet: title, summary, insights, actions and approvals
@@ -520,13 +522,13 @@ def test_the_packet_its_cost_and_an_unknown_effect_are_on_the_pages(site: Site, 
     execution = site.api("GET", f"/api/inbox?project_id={project}&status=approved")["items"][0]
     wait_for(lambda: status(execution["execution_job_id"]) in ("completed", "failed"), 30,
              "the execution")
-    pg.fetch("DELETE FROM action_executions WHERE approval_id = %s", (execution["id"],))
+    pg.execute("DELETE FROM action_executions WHERE approval_id = %s", (execution["id"],))
     effect_id = str(uuid.uuid4())
-    pg.fetch("INSERT INTO action_executions (id, idempotency_key, project_id, approval_id, "
-             "job_id, action_type, args, status, error, completed_at) VALUES (%s, %s, %s, %s, "
-             "%s, 'deploy_hook', %s::jsonb, 'unknown', 'the hook cannot be asked', now())",
-             (effect_id, f"approval:{execution['id']}", project, execution["id"],
-              execution["execution_job_id"], json.dumps(execution["action_args"])))
+    pg.execute("INSERT INTO action_executions (id, idempotency_key, project_id, approval_id, "
+               "job_id, action_type, args, status, error, completed_at) VALUES (%s, %s, %s, %s, "
+               "%s, 'deploy_hook', %s::jsonb, 'unknown', 'the hook cannot be asked', now())",
+               (effect_id, f"approval:{execution['id']}", project, execution["id"],
+                execution["execution_job_id"], json.dumps(execution["action_args"])))
 
     # Then the inbox shows it as unknown, with the two resolve buttons; resolving it is kept
     page.goto(f"{site.base}/projects/{project}")

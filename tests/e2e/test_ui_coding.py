@@ -50,24 +50,24 @@ def web_site(procs: Procs) -> Site:
 def running_job(project: str, job_type: str = "code.run_task") -> str:
     job_id = str(uuid.uuid4())
     payload = {"repo_url": "https://github.com/octo/widgets.git", "task": "Add a /health route"}
-    pg.fetch("INSERT INTO agent_jobs (id, project_id, job_type, status, queue, payload, "
-             "idempotency_key, attempts, max_attempts, started_at) VALUES (%s, %s, %s, "
-             "'running', 'agents', %s::jsonb, %s, 1, 5, now())",
-             (job_id, project, job_type, json.dumps(payload), f"test:{job_id}"))
+    pg.execute("INSERT INTO agent_jobs (id, project_id, job_type, status, queue, payload, "
+               "idempotency_key, attempts, max_attempts, started_at) VALUES (%s, %s, %s, "
+               "'running', 'agents', %s::jsonb, %s, 1, 5, now())",
+               (job_id, project, job_type, json.dumps(payload), f"test:{job_id}"))
     return job_id
 
 
 def emit(job_id: str, project: str, type_: str, data: dict[str, Any]) -> None:
     """One event as the engine stores it (tasks.engine.context.JobContext.emit)."""
-    pg.fetch("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
-             "VALUES (%s, %s, %s, %s, %s::jsonb)",
-             (job_id, project, type_, f"{type_} {data.get('phase') or data.get('name') or ''}",
-              json.dumps(data)))
+    pg.execute("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
+               "VALUES (%s, %s, %s, %s, %s::jsonb)",
+               (job_id, project, type_, f"{type_} {data.get('phase') or data.get('name') or ''}",
+                json.dumps(data)))
 
 
 def finish(job_id: str, project: str, result: dict[str, Any]) -> None:
-    pg.fetch("UPDATE agent_jobs SET status = 'completed', completed_at = now(), "
-             "result = %s::jsonb WHERE id = %s", (json.dumps(result), job_id))
+    pg.execute("UPDATE agent_jobs SET status = 'completed', completed_at = now(), "
+               "result = %s::jsonb WHERE id = %s", (json.dumps(result), job_id))
     emit(job_id, project, "status", {"status": "completed", "from": "running"})
 
 

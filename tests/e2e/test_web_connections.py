@@ -50,8 +50,8 @@ def test_concurrent_requests_never_open_more_connections_than_the_pool_allows(
     with session_scope(session_factory()) as s:
         owner_id, token = create_token(s, "alice")
     project = str(uuid.uuid4())
-    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'pool')",
-             (project, owner_id))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'pool')",
+               (project, owner_id))
     auth = {"Authorization": f"Bearer {token}"}
     with httpx.Client(base_url=base, headers=auth, timeout=60) as c:
         job = c.post(f"/api/projects/{project}/jobs",

@@ -11,6 +11,7 @@ from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.workflows import store
 from tasks.workflows.spec import WorkflowSpec
 from tests.e2e import procs as p
+from tests.integration.jobdb import tuples
 
 pytestmark = pytest.mark.e2e
 
@@ -68,6 +69,6 @@ def test_a_kill9_mid_round_resumes_the_run_and_starts_no_step_twice(
     for kid in kids:
         started = p.started_counts(kid["id"])
         assert all(n == 1 for n in started.values()), (kid["id"], started)
-    states = dict(pg.fetch("SELECT name, status FROM workflow_run_steps WHERE run_job_id = %s",
-                           (run_id,)))
+    states = dict(tuples("SELECT name, status FROM workflow_run_steps WHERE run_job_id = %s",
+                         (run_id,)))
     assert states == {"a": "completed", "b": "completed", "c": "completed"}

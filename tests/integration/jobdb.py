@@ -17,6 +17,20 @@ from tests.conftest import wait_until
 TERMINAL = ("completed", "failed", "canceled")
 
 
+def tuples(sql: str, params: pg.Params = None) -> list[tuple[Any, ...]]:
+    """Rows by position, for the tests' own ad-hoc reads only: the application reads rows
+    by column name (tasks.engine.pg has no tuple fetch)."""
+    cur = pg.connection().execute(sql, params)  # type: ignore[arg-type]
+    result = cur.pgresult
+    return cur.fetchall() if result is not None and result.status == pg.TUPLES_OK else []
+
+
+def tuple_row(sql: str, params: pg.Params = None) -> tuple[Any, ...] | None:
+    """The first row by position (tests only, as `tuples`)."""
+    found = tuples(sql, params)
+    return found[0] if found else None
+
+
 def new_job(project: str, job_type: str = "system.canary", payload: dict | None = None,
             *, publish: bool = True, **options: Any) -> uuid.UUID:
     req = EnqueueRequest(project_id=project, job_type=job_type, payload=payload or {}, **options)
@@ -40,15 +54,15 @@ def steps(job_id: uuid.UUID | str) -> list[dict[str, Any]]:
 
 def status_history(job_id: uuid.UUID | str) -> list[str]:
     """Every status the job's feed recorded, in order."""
-    rows = pg.fetch("SELECT data->>'status' FROM agent_job_events "
-                    "WHERE job_id = %s AND type = 'status' ORDER BY id", (job_id,))
+    rows = tuples("SELECT data->>'status' FROM agent_job_events "
+                  "WHERE job_id = %s AND type = 'status' ORDER BY id", (job_id,))
     return [r[0] for r in rows]
 
 
 def step_events(job_id: uuid.UUID | str, status: str | None = None) -> list[str]:
     """Names of the steps in the job's feed, optionally only those with `status`."""
-    rows = pg.fetch("SELECT data->>'name', data->>'status' FROM agent_job_events "
-                    "WHERE job_id = %s AND type = 'step' ORDER BY id", (job_id,))
+    rows = tuples("SELECT data->>'name', data->>'status' FROM agent_job_events "
+                  "WHERE job_id = %s AND type = 'step' ORDER BY id", (job_id,))
     return [name for name, st in rows if status is None or st == status]
 
 
@@ -116,7 +130,7 @@ PARKED = "test-parked"  # a queue no worker consumes: wake-ups sent there stay t
 
 def park(job_id: uuid.UUID | str) -> None:
     """Route the job's future wake-ups to PARKED, so a test can see them and no worker runs it."""
-    pg.fetch("UPDATE agent_jobs SET queue = %s WHERE id = %s", (PARKED, job_id))
+    pg.execute("UPDATE agent_jobs SET queue = %s WHERE id = %s", (PARKED, job_id))
 
 
 def parked_wakeups() -> list[str]:

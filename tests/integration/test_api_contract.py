@@ -26,7 +26,7 @@ from models.db import session_scope
 from tasks.engine import pg
 from tasks.settings import SettingsError, get_settings
 from tests.conftest import wait_until
-from tests.integration.jobdb import status_history
+from tests.integration.jobdb import status_history, tuple_row
 
 FUTURE = "2099-01-01T00:00:00+00:00"  # run_after that keeps a job queued: never dispatched
 COUNTED = ("agent_jobs", "agent_job_events", "job_steps", "projects", "owners", "api_tokens")
@@ -61,7 +61,7 @@ class Caller:
 
 
 def counts() -> dict[str, int]:
-    return {t: pg.fetch_one(f"SELECT count(*) FROM {t}")[0] for t in COUNTED}
+    return {t: tuple_row(f"SELECT count(*) FROM {t}")[0] for t in COUNTED}
 
 
 def flat(pages: list[list[str]]) -> list[str]:
@@ -101,8 +101,8 @@ def client(db: None) -> Iterator[FlaskClient]:
 def _caller(client: FlaskClient, name: str) -> Caller:
     owner_id, token = new_token(name)
     project = str(uuid.uuid4())
-    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, %s)",
-             (project, owner_id, f"{name}'s project"))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, %s)",
+               (project, owner_id, f"{name}'s project"))
     return Caller(client, owner_id, token, project)
 
 

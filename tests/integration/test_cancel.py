@@ -10,7 +10,16 @@ import pytest
 from tasks.engine import control, pg, runner, sweeps
 from tasks.engine.pg import connect
 from tests.conftest import wait_until
-from tests.integration.jobdb import job, new_job, park, status_history, step_events, steps, wait_for
+from tests.integration.jobdb import (
+    job,
+    new_job,
+    park,
+    status_history,
+    step_events,
+    steps,
+    tuples,
+    wait_for,
+)
 
 
 def test_a_queued_job_is_canceled_at_once(project):
@@ -109,8 +118,8 @@ def test_canceling_one_child_lets_the_waiting_parent_resume_and_see_it(worker, p
 
 
 def _children(parent) -> list[dict]:
-    rows = pg.fetch("SELECT id FROM agent_jobs WHERE parent_job_id = %s ORDER BY created_at",
-                    (parent,))
+    rows = tuples("SELECT id FROM agent_jobs WHERE parent_job_id = %s ORDER BY created_at",
+                  (parent,))
     return [job(r[0]) for r in rows]
 
 
@@ -141,11 +150,11 @@ def test_a_cancel_asked_of_a_job_whose_worker_then_died_is_honoured_after_reclai
                                                                                   project):
     # Given a running job that was asked to cancel, whose worker then died mid-step
     job_id = new_job(project, payload={"steps": 2}, publish=False)
-    pg.fetch("UPDATE agent_jobs SET status = 'running', attempts = 1, locked_by = 'dead:1', "
-             "locked_at = now() - interval '1 hour', heartbeat_at = now() - interval '1 hour', "
-             "cancel_requested = true WHERE id = %s", (job_id,))
-    pg.fetch("INSERT INTO job_steps (job_id, seq, name, status) VALUES (%s, 1, 'step-1', "
-             "'running')", (job_id,))
+    pg.execute("UPDATE agent_jobs SET status = 'running', attempts = 1, locked_by = 'dead:1', "
+               "locked_at = now() - interval '1 hour', heartbeat_at = now() - interval '1 hour', "
+               "cancel_requested = true WHERE id = %s", (job_id,))
+    pg.execute("INSERT INTO job_steps (job_id, seq, name, status) VALUES (%s, 1, 'step-1', "
+               "'running')", (job_id,))
 
     # When the stale sweep gives it back to the queue and a worker picks it up
     assert sweeps.run_sweeps(tick=1)["reclaim_stale"] == 1
@@ -169,8 +178,8 @@ def test_a_cancel_racing_a_status_change_is_not_lost(project, new_status, why):
     # Given a running job whose worker is committing a move to `new_status`
     job_id = new_job(project, publish=False)
     park(job_id)
-    pg.fetch("UPDATE agent_jobs SET status = 'running', attempts = 1, locked_by = 'w:1' "
-             "WHERE id = %s", (job_id,))
+    pg.execute("UPDATE agent_jobs SET status = 'running', attempts = 1, locked_by = 'w:1' "
+               "WHERE id = %s", (job_id,))
     with connect() as worker_conn:
         tx = worker_conn.transaction()
         tx.__enter__()

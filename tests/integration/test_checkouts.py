@@ -28,7 +28,7 @@ def _checkout(name: str, age: float) -> Path:
 
 def _job(project: str, status: str) -> str:
     job = enqueue(EnqueueRequest(project_id=project, job_type="system.canary"), publish=False)
-    pg.fetch("UPDATE agent_jobs SET status = %s WHERE id = %s", (status, job.job_id))
+    pg.execute("UPDATE agent_jobs SET status = %s WHERE id = %s", (status, job.job_id))
     return str(job.job_id)
 
 

@@ -32,9 +32,9 @@ def test_sixteen_claimers_one_winner(project):
 
 def test_claim_returns_recorded_steps_for_replay(project):
     job_id = new_job(project, publish=False)
-    pg.fetch("INSERT INTO job_steps (job_id, seq, name, status, output) VALUES "
-             "(%(id)s, 2, 'b', 'failed', NULL), (%(id)s, 1, 'a', 'completed', '{\"x\": 1}')",
-             {"id": job_id})
+    pg.execute("INSERT INTO job_steps (job_id, seq, name, status, output) VALUES "
+               "(%(id)s, 2, 'b', 'failed', NULL), (%(id)s, 1, 'a', 'completed', '{\"x\": 1}')",
+               {"id": job_id})
     claimed = store.claim(job_id, "w:1")
     assert claimed is not None
     assert claimed.steps == (store.RecordedStep("a", "completed", {"x": 1}),
@@ -43,9 +43,10 @@ def test_claim_returns_recorded_steps_for_replay(project):
 
 def test_claim_refuses_jobs_that_are_not_claimable(project):
     early = new_job(project, publish=False)
-    pg.fetch("UPDATE agent_jobs SET run_after = now() + interval '1 hour' WHERE id = %s", (early,))
+    pg.execute("UPDATE agent_jobs SET run_after = now() + interval '1 hour' WHERE id = %s",
+               (early,))
     canceled = new_job(project, publish=False)
-    pg.fetch("UPDATE agent_jobs SET status = 'canceled' WHERE id = %s", (canceled,))
+    pg.execute("UPDATE agent_jobs SET status = 'canceled' WHERE id = %s", (canceled,))
     running = new_job(project, publish=False)
     assert store.claim(running, "w:1") is not None
 

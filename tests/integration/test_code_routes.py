@@ -18,9 +18,9 @@ from app.db import session_factory
 from app.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
-from tasks.engine import pg
 from tasks.services import keystore
 from tasks.settings import get_settings
+from tests.integration.jobdb import tuples
 from tests.support.fake_github import TOKEN, FakeGithub, fake_github  # noqa: F401
 
 SECRET = "whsec-test-0123456789abcdef"
@@ -46,7 +46,7 @@ def alice(client: FlaskClient) -> tuple[dict[str, str], str]:
 
 
 def _jobs(project: str) -> list[tuple[str, str, dict[str, Any], str]]:
-    return [(str(r[0]), r[1], r[2], r[3]) for r in pg.fetch(
+    return [(str(r[0]), r[1], r[2], r[3]) for r in tuples(
         "SELECT id, job_type, payload, idempotency_key FROM agent_jobs WHERE project_id = %s "
         "ORDER BY created_at", (project,))]
 
@@ -64,7 +64,7 @@ def test_a_code_task_enqueues_code_run_task_with_its_payload(client, alice) -> N
     [(jid, job_type, payload, _)] = _jobs(pid)
     assert (jid, job_type) == (job_id, "code.run_task")
     assert payload == {**body, "max_iterations": 5}
-    [(queue,)] = pg.fetch("SELECT queue FROM agent_jobs WHERE id = %s", (job_id,))
+    [(queue,)] = tuples("SELECT queue FROM agent_jobs WHERE id = %s", (job_id,))
     assert queue == "agents"
 
 

@@ -21,7 +21,7 @@ from tasks.engine import pg
 from tasks.services.llm import reset_client
 from tasks.settings import get_settings
 from tests.conftest import wait_until
-from tests.integration.jobdb import wait_for
+from tests.integration.jobdb import tuples, wait_for
 from tests.integration.test_api_contract import Caller, _caller
 from tests.support import coding_brains as brains
 from tests.support.fake_anthropic import FakeAnthropic, anthropic_model, fake_anthropic  # noqa: F401
@@ -57,8 +57,8 @@ def alice(db: None, worker: object) -> Caller:
 
 
 def events(job_id: str, type_: str) -> list[dict]:
-    return [r[0] for r in pg.fetch("SELECT data FROM agent_job_events WHERE job_id = %s AND "
-                                   "type = %s ORDER BY id", (job_id, type_))]
+    return [r[0] for r in tuples("SELECT data FROM agent_job_events WHERE job_id = %s AND "
+                                 "type = %s ORDER BY id", (job_id, type_))]
 
 
 def remote_file(bare: Path, ref: str, path: str) -> str:
@@ -228,8 +228,8 @@ def test_switchyard_ups_demo_runs_with_no_key(alice: Caller, repos: Path, script
 
 def test_an_mvp_is_built_verified_pushed_and_its_deploy_asked_for(
         alice: Caller, scripted: None) -> None:
-    pg.fetch("UPDATE projects SET settings = %s WHERE id = %s",
-             ('{"deploy_hook_url": "https://deploy.example.com/hook"}', alice.project))
+    pg.execute("UPDATE projects SET settings = %s WHERE id = %s",
+               ('{"deploy_hook_url": "https://deploy.example.com/hook"}', alice.project))
     r = alice.post(f"/api/projects/{alice.project}/jobs",
                    {"job_type": "code.generate_mvp",
                     "payload": {"description": "Tide tables for <kayakers>"}})
@@ -244,14 +244,14 @@ def test_an_mvp_is_built_verified_pushed_and_its_deploy_asked_for(
     assert "<title>Tide tables for &lt;kayakers&gt;</title>" in page and "<form" in page
     # the deploy waits for a person: an approval for the project's hook, nothing sent
     assert result["deploy"]["status"] == "awaiting_approval"
-    (approval,) = pg.fetch("SELECT action_type, status, action_args FROM approvals "
-                           "WHERE source_job_id = %s", (job_id,))
+    (approval,) = tuples("SELECT action_type, status, action_args FROM approvals "
+                         "WHERE source_job_id = %s", (job_id,))
     assert approval[:2] == ("deploy_hook", "pending")
     assert approval[2]["payload"]["commit"] == result["commit"]
     items = alice.get(f"/api/jobs/{job_id}/artifacts").get_json()["items"]
     assert {a["kind"] for a in items} == {"patch", "manifest"}
-    (memory,) = pg.fetch("SELECT content FROM agent_memory WHERE project_id = %s AND "
-                         "category = 'decision' AND key = 'mvp'", (alice.project,))
+    (memory,) = tuples("SELECT content FROM agent_memory WHERE project_id = %s AND "
+                       "category = 'decision' AND key = 'mvp'", (alice.project,))
     assert result["branch"] in memory[0] and "its tests pass" in memory[0]
 
 

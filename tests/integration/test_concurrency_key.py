@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 from tasks.engine import pg
-from tests.integration.jobdb import job, new_job, sample_while
+from tests.integration.jobdb import job, new_job, sample_while, tuple_row, tuples
 
 
 def _running(key: str) -> int:
-    return pg.fetch_one("SELECT count(*) FROM agent_jobs WHERE concurrency_key = %s "
-                        "AND status = 'running'", (key,))[0]
+    return tuple_row("SELECT count(*) FROM agent_jobs WHERE concurrency_key = %s "
+                     "AND status = 'running'", (key,))[0]
 
 
 def _all_done(ids) -> bool:
-    return pg.fetch_one("SELECT count(*) FROM agent_jobs WHERE id = ANY(%s) "
-                        "AND status NOT IN ('completed', 'failed', 'canceled')",
-                        ([str(i) for i in ids],))[0] == 0
+    return tuple_row("SELECT count(*) FROM agent_jobs WHERE id = ANY(%s) "
+                     "AND status NOT IN ('completed', 'failed', 'canceled')",
+                     ([str(i) for i in ids],))[0] == 0
 
 
 def _event_ids(ids, status: str) -> list[int]:
-    rows = pg.fetch("SELECT id FROM agent_job_events WHERE job_id = ANY(%s) AND type = 'status' "
-                    "AND message = %s ORDER BY id", ([str(i) for i in ids], status))
+    rows = tuples("SELECT id FROM agent_job_events WHERE job_id = ANY(%s) AND type = 'status' "
+                  "AND message = %s ORDER BY id", ([str(i) for i in ids], status))
     return [r[0] for r in rows]
 
 
@@ -79,7 +79,7 @@ def test_every_freed_slot_wakes_a_distinct_waiter(project, monkeypatch):
     assert store.claim(c, "w:3") is None, "over the limit"
 
     # When both finish and each wakes the next job for the key
-    pg.fetch("UPDATE agent_jobs SET status = 'completed' WHERE id = ANY(%s)", ([a, b],))
+    pg.execute("UPDATE agent_jobs SET status = 'completed' WHERE id = ANY(%s)", ([a, b],))
     control.wake_next_for_key("k")
     control.wake_next_for_key("k")
 

@@ -21,7 +21,8 @@ def _project() -> uuid.UUID:
     with session_scope(web_db.session_factory()) as s:
         owner_id, _ = create_token(s, "alice")
     project = uuid.uuid4()
-    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'p')", (project, owner_id))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'p')",
+               (project, owner_id))
     return project
 
 
@@ -29,7 +30,7 @@ def test_a_request_s_session_runs_on_the_connection_the_engine_borrowed(db: None
     app: Flask = create_app()
     with app.test_request_context():
         web_db.session().execute(text("SELECT 1"))
-        pg.fetch("SELECT 1")
+        pg.execute("SELECT 1")
         session_conn = web_db.session().connection().connection.driver_connection
         assert session_conn is pg.connection()
 
@@ -43,7 +44,7 @@ def test_a_request_that_enqueues_while_its_session_holds_a_lock_does_not_wait_fo
     def request() -> None:
         with app.test_request_context():
             try:
-                pg.fetch("SET lock_timeout = '3s'")  # a wait on ourselves fails, not hangs
+                pg.execute("SET lock_timeout = '3s'")  # a wait on ourselves fails, not hangs
                 with pg.transaction():
                     locked = web_db.session().get(Project, project, with_for_update=True)
                     assert locked is not None
@@ -53,7 +54,7 @@ def test_a_request_that_enqueues_while_its_session_holds_a_lock_does_not_wait_fo
             except Exception as exc:  # reported below
                 outcome.append(exc)
             finally:
-                pg.fetch("RESET lock_timeout")
+                pg.execute("RESET lock_timeout")
 
     t = threading.Thread(target=request)
     t.start()

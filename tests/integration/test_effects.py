@@ -26,7 +26,7 @@ from tasks.services.effects.adapters.deploy_hook import signature
 from tasks.services.effects.adapters.email import message_id
 from tasks.services.effects.policy import CapReached, NotPermitted, Policy, policy_for
 from tasks.settings import get_settings
-from tests.integration.jobdb import in_threads
+from tests.integration.jobdb import in_threads, tuple_row, tuples
 from tests.support.fake_providers import (  # noqa: F401 - the fixtures are used by name
     FakeProviders,
     FakeSmtp,
@@ -72,13 +72,13 @@ def set_env(monkeypatch: pytest.MonkeyPatch, **values: str) -> None:
 
 
 def set_project_settings(project: str, settings: dict[str, Any]) -> None:
-    pg.fetch("UPDATE projects SET settings = %s::jsonb WHERE id = %s",
-             (json.dumps(settings), project))
+    pg.execute("UPDATE projects SET settings = %s::jsonb WHERE id = %s",
+               (json.dumps(settings), project))
 
 
 def ledger_rows(project: str) -> list[dict[str, Any]]:
-    rows = pg.fetch("SELECT idempotency_key, action_type, status, provider_ref, response, error "
-                    "FROM action_executions WHERE project_id = %s ORDER BY created_at", (project,))
+    rows = tuples("SELECT idempotency_key, action_type, status, provider_ref, response, error "
+                  "FROM action_executions WHERE project_id = %s ORDER BY created_at", (project,))
     names = ("key", "action_type", "status", "provider_ref", "response", "error")
     return [dict(zip(names, r, strict=True)) for r in rows]
 
@@ -235,9 +235,9 @@ def test_an_intent_the_hook_never_received_is_sent_once(project, fakes):
     # Given a crash after the intent was committed but before the POST went out
     url = f"{fakes.http.url}/deploy/site"
     args = {"url": url, "payload": {"ref": "main"}, "status_url": url}
-    pg.fetch("INSERT INTO action_executions (id, idempotency_key, project_id, action_type, args) "
-             "VALUES (%s, 'approval:1', %s, 'deploy_hook', %s::jsonb)",
-             (uuid.uuid4(), project, json.dumps(args)))
+    pg.execute("INSERT INTO action_executions (id, idempotency_key, project_id, action_type, args) "
+               "VALUES (%s, 'approval:1', %s, 'deploy_hook', %s::jsonb)",
+               (uuid.uuid4(), project, json.dumps(args)))
 
     outcome = deploy(fakes.http, project)
 
@@ -522,7 +522,7 @@ def test_the_outbox_processed_twice_sends_one_message_per_row(project, fakes):
     first = outbox.process_due_emails()
     second = outbox.process_due_emails()
     # Even if the rows' status writes were lost, the ledger keeps the send once per row
-    pg.fetch("UPDATE email_jobs SET status = 'pending', send_after = now() - interval '1 s'")
+    pg.execute("UPDATE email_jobs SET status = 'pending', send_after = now() - interval '1 s'")
     third = outbox.process_due_emails()
 
     assert (first["claimed"], first["sent"]) == (3, 3)
@@ -530,7 +530,7 @@ def test_the_outbox_processed_twice_sends_one_message_per_row(project, fakes):
     assert (third["claimed"], third["sent"]) == (3, 3)
     assert sorted(m.rcpt_tos[0] for m in fakes.smtp.messages) == [
         "user0@example.test", "user1@example.test", "user2@example.test"]
-    rows = pg.fetch("SELECT status, sent_at IS NOT NULL FROM email_jobs")
+    rows = tuples("SELECT status, sent_at IS NOT NULL FROM email_jobs")
     assert rows == [("sent", True)] * 3
 
 
@@ -551,7 +551,7 @@ def test_an_outbox_row_whose_server_is_down_is_retried_later(project, fakes, mon
     counts = outbox.process_due_emails()
 
     assert counts["retrying"] == 1
-    status, attempts, later, error = pg.fetch_one(
+    status, attempts, later, error = tuple_row(
         "SELECT status, attempts, send_after > now(), last_error FROM email_jobs WHERE id = %s",
         (email_id,))
     assert (status, attempts, later) == ("pending", 1, True)
@@ -567,12 +567,12 @@ def test_an_outbox_row_that_crashed_mid_send_ends_unknown(project, fakes,
         outbox.process_due_emails()
     restart()
     # The claim's lease runs out (the worker that held it is gone)
-    pg.fetch("UPDATE email_jobs SET send_after = now() - interval '1 s'")
+    pg.execute("UPDATE email_jobs SET send_after = now() - interval '1 s'")
 
     counts = outbox.process_due_emails()
 
     assert counts["unknown"] == 1 and len(fakes.smtp.messages) == 1
-    assert pg.fetch_one("SELECT status FROM email_jobs WHERE id = %s", (email_id,)) == ("unknown",)
+    assert tuple_row("SELECT status FROM email_jobs WHERE id = %s", (email_id,)) == ("unknown",)
 
 
 def test_an_email_over_the_daily_cap_waits_for_tomorrow(project, fakes):
@@ -584,8 +584,8 @@ def test_an_email_over_the_daily_cap_waits_for_tomorrow(project, fakes):
 
     assert (counts["sent"], counts["deferred"]) == (1, 1)
     assert len(fakes.smtp.messages) == 1
-    assert pg.fetch_one("SELECT attempts, send_after > now() + interval '1 minute' "
-                        "FROM email_jobs WHERE status = 'pending'") == (0, True)
+    assert tuple_row("SELECT attempts, send_after > now() + interval '1 minute' "
+                     "FROM email_jobs WHERE status = 'pending'") == (0, True)
 
 
 def test_unknown_action_types_and_empty_keys_are_refused(project):
@@ -619,8 +619,8 @@ def test_an_outbox_email_the_project_may_not_send_fails(project, fakes):
     email_id = outbox.enqueue_email(project, "a@example.test", "s", "b", "welcome", "w:1")
 
     assert outbox.process_due_emails()["failed"] == 1
-    status, error = pg.fetch_one("SELECT status, last_error FROM email_jobs WHERE id = %s",
-                                 (email_id,))
+    status, error = tuple_row("SELECT status, last_error FROM email_jobs WHERE id = %s",
+                              (email_id,))
     assert status == "failed" and "permissions.email" in error
     assert fakes.smtp.messages == []
 

@@ -23,6 +23,7 @@ from tasks.engine import pg
 from tasks.services import approvals
 from tasks.services.approvals import NewApproval, create_approval
 from tasks.settings import get_settings
+from tests.integration.jobdb import tuple_row
 
 DEPLOY = {"url": "https://hooks.example.test/deploy/site"}
 
@@ -46,8 +47,8 @@ def _client(app: Flask, name: str) -> Client:
     with session_scope(session_factory()) as s:
         owner, token = create_token(s, name)
     project = str(uuid.uuid4())
-    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, %s)",
-             (project, owner, f"{name}'s project"))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, %s)",
+               (project, owner, f"{name}'s project"))
     return Client(app, token, str(owner), project)
 
 
@@ -78,13 +79,13 @@ def effect(c: Client, status: str, *, approval_id: str | None = None,
            args: dict[str, Any] = DEPLOY, job_id: str | None = None) -> str:
     """A ledger row in `status`, as a worker would have left it."""
     eid = str(uuid.uuid4())
-    pg.fetch("INSERT INTO action_executions (id, idempotency_key, project_id, approval_id, "
-             "job_id, action_type, args, status, provider_ref, error, completed_at) "
-             "VALUES (%s, %s, %s, %s, %s, 'deploy_hook', %s::jsonb, %s, %s, %s, "
-             "CASE WHEN %s <> 'intent' THEN now() END)",
-             (eid, f"approval:{approval_id or eid}", c.project, approval_id, job_id,
-              json.dumps(args), status, "dep_1" if status == "succeeded" else None,
-              "the hook cannot be asked" if status == "unknown" else None, status))
+    pg.execute("INSERT INTO action_executions (id, idempotency_key, project_id, approval_id, "
+               "job_id, action_type, args, status, provider_ref, error, completed_at) "
+               "VALUES (%s, %s, %s, %s, %s, 'deploy_hook', %s::jsonb, %s, %s, %s, "
+               "CASE WHEN %s <> 'intent' THEN now() END)",
+               (eid, f"approval:{approval_id or eid}", c.project, approval_id, job_id,
+                json.dumps(args), status, "dep_1" if status == "succeeded" else None,
+                "the hook cannot be asked" if status == "unknown" else None, status))
     return eid
 
 
@@ -151,7 +152,7 @@ def test_effects_of_a_project_that_is_not_yours_are_a_404(ada, bob, path):
 def test_resolving_an_unknown_effect_records_who_when_and_why_and_tells_the_project(ada):
     aid = approved(ada)
     eid = effect(ada, "unknown", approval_id=aid)
-    pg.fetch("UPDATE approvals SET execution_status = 'failed' WHERE id = %s", (aid,))
+    pg.execute("UPDATE approvals SET execution_status = 'failed' WHERE id = %s", (aid,))
     before = pg.fetch_value("SELECT coalesce(max(id), 0) FROM agent_job_events")
 
     status, body = ada.call("POST", f"/api/effects/{eid}/resolve",
@@ -222,7 +223,7 @@ def test_approving_an_action_again_while_its_effect_is_unknown_is_a_409_that_say
     assert body["error"]["code"] == "effect_unknown"
     assert body["error"]["details"]["effect_id"] == eid
     assert "unknown" in body["error"]["message"] and "resolve" in body["error"]["message"]
-    row = pg.fetch_one("SELECT status, version FROM approvals WHERE id = %s", (again,))
+    row = tuple_row("SELECT status, version FROM approvals WHERE id = %s", (again,))
     assert row == ("pending", 1)
     assert pg.fetch_value("SELECT count(*) FROM agent_jobs WHERE idempotency_key = %s",
                           (f"approval:{again}",)) == 0
@@ -255,8 +256,8 @@ def test_after_the_unknown_effect_is_resolved_failed_the_action_can_be_approved_
 def test_retrying_an_execution_whose_effect_is_unknown_is_a_409_until_it_is_resolved(ada):
     aid = approved(ada)
     job_id = pg.fetch_value("SELECT execution_job_id FROM approvals WHERE id = %s", (aid,))
-    pg.fetch("UPDATE agent_jobs SET status = 'failed', completed_at = now() WHERE id = %s",
-             (job_id,))
+    pg.execute("UPDATE agent_jobs SET status = 'failed', completed_at = now() WHERE id = %s",
+               (job_id,))
     eid = effect(ada, "unknown", approval_id=aid, job_id=str(job_id))
 
     code, body = ada.call("POST", f"/api/jobs/{job_id}/retry")

@@ -9,7 +9,7 @@ import pytest
 from tasks.engine import pg
 from tasks.engine.enqueue import EnqueueRequest, ProjectNotFound, enqueue
 from tasks.engine.errors import InvalidPayload, UnknownJobType
-from tests.integration.jobdb import in_threads, job, status_history
+from tests.integration.jobdb import in_threads, job, status_history, tuples
 
 
 def test_64_concurrent_enqueues_with_one_key_make_one_job(project):
@@ -23,7 +23,7 @@ def test_64_concurrent_enqueues_with_one_key_make_one_job(project):
     results = in_threads(64, enqueue_same_key)
 
     # Then exactly one row exists, everyone got its id, and exactly one created it
-    rows = pg.fetch("SELECT id FROM agent_jobs WHERE project_id = %s", (project,))
+    rows = tuples("SELECT id FROM agent_jobs WHERE project_id = %s", (project,))
     assert len(rows) == 1
     assert {r.job_id for r in results} == {rows[0][0]}
     assert sum(r.created for r in results) == 1
@@ -34,7 +34,7 @@ def test_64_concurrent_enqueues_with_one_key_make_one_job(project):
 def test_same_key_later_returns_the_first_job_in_its_current_status(project):
     first = enqueue(EnqueueRequest(project_id=project, job_type="system.canary",
                                    idempotency_key="chat:1"), publish=False)
-    pg.fetch("UPDATE agent_jobs SET status = 'canceled' WHERE id = %s", (first.job_id,))
+    pg.execute("UPDATE agent_jobs SET status = 'canceled' WHERE id = %s", (first.job_id,))
     again = enqueue(EnqueueRequest(project_id=project, job_type="system.canary",
                                    payload={"steps": 9}, idempotency_key="chat:1"), publish=False)
     assert (again.job_id, again.status, again.created) == (first.job_id, "canceled", False)
@@ -44,7 +44,7 @@ def test_same_key_later_returns_the_first_job_in_its_current_status(project):
 def test_the_same_key_in_two_projects_makes_two_jobs(owner_and_project):
     owner, project = owner_and_project
     other = str(uuid.uuid4())
-    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'other')", (other, owner))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'other')", (other, owner))
     a = enqueue(EnqueueRequest(project_id=project, job_type="system.canary",
                                idempotency_key="k"), publish=False)
     b = enqueue(EnqueueRequest(project_id=other, job_type="system.canary",
@@ -90,7 +90,7 @@ def test_enqueue_rejects_bad_requests_and_writes_nothing(project, req, error, ma
     fields = {"project_id": project, "job_type": "system.canary"} | req
     with pytest.raises(error, match=match):
         enqueue(EnqueueRequest(**fields), publish=False)
-    assert pg.fetch("SELECT count(*) FROM agent_jobs")[0][0] == 0
+    assert tuples("SELECT count(*) FROM agent_jobs")[0][0] == 0
 
 
 def test_enqueue_into_a_missing_project_is_refused(db):

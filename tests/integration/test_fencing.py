@@ -8,7 +8,15 @@ import threading
 from tasks.engine import pg, runner, store, sweeps
 from tasks.engine.events import status_data, step_data
 from tasks.engine.status import JobStatus
-from tests.integration.jobdb import job, new_job, status_history, step_events, wait_for
+from tests.integration.jobdb import (
+    job,
+    new_job,
+    status_history,
+    step_events,
+    tuple_row,
+    tuples,
+    wait_for,
+)
 
 S = JobStatus
 
@@ -39,7 +47,7 @@ def test_a_checkpoint_that_began_before_a_reclaim_committed_writes_nothing(proje
     writer.join(5)
     # Then it sees the reclaim and writes nothing
     assert outcome == [None]
-    assert pg.fetch("SELECT count(*) FROM job_steps WHERE job_id = %s", (run.id,))[0][0] == 0
+    assert tuples("SELECT count(*) FROM job_steps WHERE job_id = %s", (run.id,))[0][0] == 0
 
 
 def test_a_write_retried_after_its_commit_applies_once(project) -> None:
@@ -53,7 +61,7 @@ def test_a_write_retried_after_its_commit_applies_once(project) -> None:
     assert store.checkpoint(owner, 1, None, seq=1, name="step-1", events=started) is False
     # Then one event and one start were recorded
     assert step_events(run.id) == ["step-1"]
-    assert pg.fetch("SELECT attempts FROM job_steps WHERE job_id = %s", (run.id,)) == [(1,)]
+    assert tuples("SELECT attempts FROM job_steps WHERE job_id = %s", (run.id,)) == [(1,)]
     # And a finish retried after it committed still reports the move, once
     done = [store.event(store.Order.STATUS, "status", "completed",
                         status_data(S.COMPLETED, S.RUNNING))]
@@ -66,8 +74,8 @@ def test_a_write_retried_after_its_commit_applies_once(project) -> None:
 def test_a_finish_by_an_older_run_is_refused(project) -> None:
     # Given a run that was reclaimed (stale) and claimed again by another worker
     first = _claim(project)
-    pg.fetch("UPDATE agent_jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = %s",
-             (first.id,))
+    pg.execute("UPDATE agent_jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = %s",
+               (first.id,))
     sweeps.run_sweeps(tick=sweeps.current_tick() + 1000)
     second = store.claim(first.id, "host:2")
     assert second is not None
@@ -91,14 +99,14 @@ def test_a_duplicate_delivery_to_this_process_leaves_the_live_run_heartbeating(p
     try:
         # When a duplicate wake-up of the same job is delivered to another thread here
         assert runner.run_job(str(run.id)) == "skipped"
-        pg.fetch("UPDATE agent_jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = %s",
-                 (run.id,))
+        pg.execute("UPDATE agent_jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = %s",
+                   (run.id,))
         lifecycle.beat_once()
     finally:
         lifecycle.released(run.token)
     # Then the live run is still heartbeated: the stale sweep will not take it away
-    fresh = pg.fetch_one("SELECT heartbeat_at > now() - interval '1 minute' FROM agent_jobs "
-                         "WHERE id = %s", (run.id,))
+    fresh = tuple_row("SELECT heartbeat_at > now() - interval '1 minute' FROM agent_jobs "
+                      "WHERE id = %s", (run.id,))
     assert fresh == (True,)
 
 

@@ -42,7 +42,7 @@ def test_each_save_is_a_new_immutable_version(alice: Caller) -> None:  # noqa: F
     assert alice.get(url(alice, "/greet?version=x")).status_code == 422
     # and the database itself refuses to change a version
     try:
-        pg.fetch("UPDATE functions SET code = 'return 1;' WHERE version = 1")
+        pg.execute("UPDATE functions SET code = 'return 1;' WHERE version = 1")
         raise AssertionError("a version was updated")
     except Exception as exc:
         assert "immutable" in str(exc)

@@ -17,7 +17,7 @@ from tasks.functions import store
 from tasks.functions.host import MAX_DEPTH
 from tasks.services import keystore
 from tests.conftest import wait_until
-from tests.integration.jobdb import new_job, status_history, steps, wait_for
+from tests.integration.jobdb import new_job, status_history, steps, tuples, wait_for
 from tests.support.fake_anthropic import FakeAnthropic, anthropic_model, fake_anthropic  # noqa: F401
 
 TIMEOUT = 60.0  # a loaded 2-core machine; every wait ends as soon as its condition holds
@@ -33,16 +33,16 @@ def run(project: str, name: str, input: Any = None, **payload: Any) -> dict[str,
 
 
 def events(job_id: Any) -> list[dict[str, Any]]:
-    return [{"type": t, "message": m, "data": d} for t, m, d in pg.fetch(
+    return [{"type": t, "message": m, "data": d} for t, m, d in tuples(
         "SELECT type, message, data FROM agent_job_events WHERE job_id = %s ORDER BY id",
         (job_id,))]
 
 
 def other_project() -> str:
     owner, project = str(uuid.uuid4()), str(uuid.uuid4())
-    pg.fetch("INSERT INTO owners (id, name) VALUES (%s, %s)", (owner, f"o-{owner[:8]}"))
-    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'theirs')",
-             (project, owner))
+    pg.execute("INSERT INTO owners (id, name) VALUES (%s, %s)", (owner, f"o-{owner[:8]}"))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'theirs')",
+               (project, owner))
     return project
 
 
@@ -107,8 +107,8 @@ def test_the_db_tool_inserts_selects_filters_updates_and_deletes(worker, project
     assert out["jobs"] == [{"job_type": "function.run", "status": "running"}]
     assert "needs a filter" in out["wide"]
     assert out["errors"] == [None, None, None]
-    rows = pg.fetch("SELECT collection, doc FROM function_data WHERE project_id = %s "
-                    "ORDER BY doc->>'n'", (project,))
+    rows = tuples("SELECT collection, doc FROM function_data WHERE project_id = %s "
+                  "ORDER BY doc->>'n'", (project,))
     assert rows == [("notes", {"n": 1, "tag": "x"}), ("notes", {"n": 20})]
 
 
@@ -116,8 +116,8 @@ def test_another_projects_rows_are_unreachable_through_the_db_tool(worker, proje
     # Given another tenant's rows (and its secret-looking document)
     theirs = other_project()
     their_row = str(uuid.uuid4())
-    pg.fetch("INSERT INTO function_data (id, project_id, collection, doc) VALUES "
-             "(%s, %s, 'notes', '{\"secret\": \"theirs\"}')", (their_row, theirs))
+    pg.execute("INSERT INTO function_data (id, project_id, collection, doc) VALUES "
+               "(%s, %s, 'notes', '{\"secret\": \"theirs\"}')", (their_row, theirs))
     # When a function tries every way a query could name them
     save(project, "snoop", f"""
 const byId = await supabase.from("function_data").select().eq("id", "{their_row}");
@@ -136,7 +136,7 @@ return {{byId: byId.data, all: all.data, byProject: byProject.error !== null,
     assert job["status"] == "completed", job["last_error"]
     assert job["result"]["output"] == {"byId": [], "all": [], "byProject": True, "upd": [],
                                        "del": [], "inject": [], "path": True}
-    assert pg.fetch("SELECT doc FROM function_data WHERE id = %s", (their_row,)) == [
+    assert tuples("SELECT doc FROM function_data WHERE id = %s", (their_row,)) == [
         ({"secret": "theirs"},)]
 
 
@@ -199,9 +199,9 @@ catch (e) { return e.message; }
 
 def test_an_answer_too_large_is_refused_before_it_is_loaded(worker, project) -> None:
     big = "x" * 200_000
-    pg.fetch("INSERT INTO function_data (id, project_id, collection, doc) "
-             "SELECT gen_random_uuid(), %s, 'big', jsonb_build_object('s', %s::text) "
-             "FROM generate_series(1, 8)", (project, big))
+    pg.execute("INSERT INTO function_data (id, project_id, collection, doc) "
+               "SELECT gen_random_uuid(), %s, 'big', jsonb_build_object('s', %s::text) "
+               "FROM generate_series(1, 8)", (project, big))
     save(project, "greedy", """
 const all = await supabase.from("function_data").select("doc");
 const few = await supabase.from("function_data").select("id").order("created_at");
@@ -304,8 +304,8 @@ return {inner};
     assert history[history.index("waiting"):][:2] == ["waiting", "queued"], history
     names = [s["name"] for s in steps(parent)]
     assert names == ["load", "call:0:db", "call:1:tasks.run", "child:1", "call:2:db"]
-    rows = pg.fetch("SELECT collection FROM function_data WHERE project_id = %s "
-                    "ORDER BY created_at", (project,))
+    rows = tuples("SELECT collection FROM function_data WHERE project_id = %s "
+                  "ORDER BY created_at", (project,))
     assert rows == [("before",), ("after",)]  # the replay did not insert "before" again
     assert fake.count == 1
     assert job_payload(child)["callers"] == ["outer"]
@@ -322,8 +322,8 @@ def test_a_nested_call_cycle_stops_at_the_depth_cap(worker, project) -> None:
     assert job["status"] == "failed"
     assert "nested functions too deep: ping → pong → ping → pong → ping → pong" \
         in job["last_error"], job["last_error"]
-    depths = pg.fetch("SELECT jsonb_array_length(payload->'callers'), status FROM agent_jobs "
-                      "WHERE job_type = 'function.run' ORDER BY 1")
+    depths = tuples("SELECT jsonb_array_length(payload->'callers'), status FROM agent_jobs "
+                    "WHERE job_type = 'function.run' ORDER BY 1")
     assert depths == [(n, "failed") for n in range(MAX_DEPTH + 1)]
 
 

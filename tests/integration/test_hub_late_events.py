@@ -91,8 +91,9 @@ def test_job_stream_ends_on_a_late_terminal_event(project: str, fast_gap: float,
     would move the client's Last-Event-ID backwards."""
     monkeypatch.setattr("app.sse.hub", hub)
     job = str(uuid.uuid4())
-    pg.fetch("INSERT INTO agent_jobs (id, project_id, job_type, status, payload, idempotency_key) "
-             "VALUES (%s, %s, 'system.canary', 'running', '{}', %s)", (job, project, job))
+    pg.execute("INSERT INTO agent_jobs (id, project_id, job_type, status, payload, "
+               "idempotency_key) "
+               "VALUES (%s, %s, 'system.canary', 'running', '{}', %s)", (job, project, job))
     with pg.connect() as conn:
         before = _insert(conn, project, job, "log")
 

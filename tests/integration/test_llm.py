@@ -42,7 +42,7 @@ from tasks.services.llm.types import LLMRequest, LLMResult, Usage
 from tasks.settings import SettingsError, get_settings
 from tasks.startup.packet import PacketAction, parse_packet
 from tests.conftest import wait_until
-from tests.integration.jobdb import job, new_job, status_history, wait_for
+from tests.integration.jobdb import job, new_job, status_history, tuples, wait_for
 from tests.support.fake_anthropic import FakeAnthropic, fake_anthropic  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,14 +62,14 @@ def ask(text: str = "What should I build?", **fields) -> LLMRequest:
 
 
 def set_project_settings(project: str, settings: dict) -> None:
-    pg.fetch("UPDATE projects SET settings = %s::jsonb WHERE id = %s",
-             (json.dumps(settings), project))
+    pg.execute("UPDATE projects SET settings = %s::jsonb WHERE id = %s",
+               (json.dumps(settings), project))
 
 
 def add_usage(project: str, tokens: int, usd: float, created: str = "now()") -> None:
-    pg.fetch("INSERT INTO llm_usage (project_id, provider, model, input_tokens, output_tokens, "
-             f"cost_usd, created_at) VALUES (%s, 'anthropic', 'm', %s, 0, %s, {created})",
-             (project, tokens, usd))
+    pg.execute("INSERT INTO llm_usage (project_id, provider, model, input_tokens, output_tokens, "
+               f"cost_usd, created_at) VALUES (%s, 'anthropic', 'm', %s, 0, %s, {created})",
+               (project, tokens, usd))
 
 
 def next_utc_midnight() -> datetime:
@@ -341,8 +341,8 @@ def test_call_llm_records_usage_and_cost(fake_anthropic, project):
     result = call_llm(provider(fake_anthropic, "claude-haiku-4-5"), ask(),
                       project_id=project, job_id=None)
 
-    rows = pg.fetch("SELECT provider, model, input_tokens, output_tokens, cost_usd::float8, "
-                    "job_id FROM llm_usage WHERE project_id = %s", (project,))
+    rows = tuples("SELECT provider, model, input_tokens, output_tokens, cost_usd::float8, "
+                  "job_id FROM llm_usage WHERE project_id = %s", (project,))
     assert rows == [("anthropic", "claude-haiku-4-5", 12, 7, result.cost_usd, None)]
     assert budget_status(project).tokens_used == 19
 
@@ -411,7 +411,7 @@ def test_a_429_pauses_the_provider_for_every_worker(fake_anthropic, project):
         call_llm(provider(fake_anthropic), ask(), project_id=project, job_id=None)
     assert refused.value.count_attempt is False and 25 < refused.value.delay <= 36
     assert fake_anthropic.count == 1
-    assert pg.fetch("SELECT count(*) FROM llm_usage")[0][0] == 0
+    assert tuples("SELECT count(*) FROM llm_usage")[0][0] == 0
 
 
 def test_a_shorter_pause_does_not_end_a_longer_one(db):
@@ -427,7 +427,8 @@ def test_a_shorter_pause_does_not_end_a_longer_one(db):
 
 def second_project(owner: str) -> str:
     project = str(uuid.uuid4())
-    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'other')", (project, owner))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'other')",
+               (project, owner))
     return project
 
 
@@ -455,8 +456,8 @@ def test_a_rate_limited_job_waits_out_the_pause_without_losing_an_attempt(
     assert max(r.at for r in later) - refused.at < 10
     assert status_history(first) == ["queued", "running", "queued", "running", "completed"]
     assert status_history(second) == ["queued", "running", "queued", "running", "completed"]
-    assert pg.fetch("SELECT count(*) FROM llm_usage WHERE job_id IN (%s, %s)",
-                    (first, second))[0][0] == 2
+    assert tuples("SELECT count(*) FROM llm_usage WHERE job_id IN (%s, %s)",
+                  (first, second))[0][0] == 2
 
 
 def test_a_job_over_budget_waits_until_midnight(worker, fake_anthropic, project):

@@ -39,8 +39,8 @@ def new_token(name: str, *, admin: bool = False) -> tuple[uuid.UUID, str]:
 
 def new_project(owner_id: uuid.UUID, name: str) -> str:
     project = str(uuid.uuid4())
-    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, %s)",
-             (project, owner_id, name))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, %s)",
+               (project, owner_id, name))
     return project
 
 
@@ -48,17 +48,18 @@ def add_job(project: str, *, status: str = "queued", worker: str | None = None,
             job_type: str = "system.canary", queue: str = "default") -> str:
     """A job row as the engine leaves it (queued and due, or running on `worker`)."""
     job_id = str(uuid.uuid4())
-    pg.fetch("INSERT INTO agent_jobs (id, project_id, job_type, queue, status, payload, "
-             "idempotency_key, run_after, locked_by, heartbeat_at, attempts) "
-             "VALUES (%s, %s, %s, %s, %s, '{}', %s, now() - interval '1 minute', %s, "
-             "CASE WHEN %s = 'running' THEN now() END, CASE WHEN %s = 'running' THEN 1 ELSE 0 END)",
-             (job_id, project, job_type, queue, status, job_id, worker, status, status))
+    pg.execute("INSERT INTO agent_jobs (id, project_id, job_type, queue, status, payload, "
+               "idempotency_key, run_after, locked_by, heartbeat_at, attempts) "
+               "VALUES (%s, %s, %s, %s, %s, '{}', %s, now() - interval '1 minute', %s, "
+               "CASE WHEN %s = 'running' THEN now() END, "
+               "CASE WHEN %s = 'running' THEN 1 ELSE 0 END)",
+               (job_id, project, job_type, queue, status, job_id, worker, status, status))
     return job_id
 
 
 def add_worker(name: str, queues: str = '["default"]') -> None:
-    pg.fetch("INSERT INTO worker_heartbeats (worker, hostname, pid, queues) "
-             "VALUES (%s, 'host', 4242, %s::jsonb)", (name, queues))
+    pg.execute("INSERT INTO worker_heartbeats (worker, hostname, pid, queues) "
+               "VALUES (%s, 'host', 4242, %s::jsonb)", (name, queues))
 
 
 @pytest.fixture
@@ -148,7 +149,7 @@ def test_metrics_are_off_until_the_operator_sets_a_token(
 
 def counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every statement the engine's pg helpers run from now on in this thread (they all go
-    through fetch; a worker thread an earlier test started may be querying too)."""
+    through fetch_dicts; a worker thread an earlier test started may be querying too)."""
     seen: list[str] = []
     me = threading.get_ident()
 
@@ -159,7 +160,7 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             return fn(sql, *args, **kw)
         return counted
 
-    monkeypatch.setattr(pg, "fetch", wrap(pg.fetch))
+    monkeypatch.setattr(pg, "fetch_dicts", wrap(pg.fetch_dicts))
     return seen
 
 

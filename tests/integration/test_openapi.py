@@ -112,22 +112,22 @@ def _job(project: str, status: str = "queued") -> str:
     job_id = str(enqueue(EnqueueRequest(project_id=project, job_type="system.canary"),
                          publish=False).job_id)
     if status != "queued":
-        pg.fetch("UPDATE agent_jobs SET status = %s, attempts = 1, started_at = now(), "
-                 "completed_at = now(), last_error = CASE WHEN %s = 'failed' THEN 'boom' END "
-                 "WHERE id = %s", (status, status, job_id))
-        pg.fetch("INSERT INTO job_steps (job_id, seq, name, status, output, finished_at) "
-                 "VALUES (%s, 1, 'step-1', 'completed', '{\"n\": 1}', now())", (job_id,))
-        pg.fetch("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
-                 "VALUES (%s, %s, 'status', %s, jsonb_build_object('status', %s::text))",
-                 (job_id, project, status, status))
+        pg.execute("UPDATE agent_jobs SET status = %s, attempts = 1, started_at = now(), "
+                   "completed_at = now(), last_error = CASE WHEN %s = 'failed' THEN 'boom' END "
+                   "WHERE id = %s", (status, status, job_id))
+        pg.execute("INSERT INTO job_steps (job_id, seq, name, status, output, finished_at) "
+                   "VALUES (%s, 1, 'step-1', 'completed', '{\"n\": 1}', now())", (job_id,))
+        pg.execute("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
+                   "VALUES (%s, %s, 'status', %s, jsonb_build_object('status', %s::text))",
+                   (job_id, project, status, status))
     return job_id
 
 
 def _effect(project: str) -> str:
     effect_id = str(uuid.uuid4())
-    pg.fetch("INSERT INTO action_executions (id, idempotency_key, project_id, action_type, args, "
-             "status) VALUES (%s, %s, %s, 'deploy_hook', '{}', 'unknown')",
-             (effect_id, f"k:{effect_id}", project))
+    pg.execute("INSERT INTO action_executions (id, idempotency_key, project_id, action_type, args, "
+               "status) VALUES (%s, %s, %s, 'deploy_hook', '{}', 'unknown')",
+               (effect_id, f"k:{effect_id}", project))
     return effect_id
 
 
@@ -138,18 +138,18 @@ def _artifact(project: str, job_id: str) -> str:
     key = storage_key(project, hashlib.sha256(data).hexdigest())
     store().put(key, data, "text/html")
     artifact_id = str(uuid.uuid4())
-    pg.fetch("INSERT INTO artifacts (id, project_id, job_id, step_seq, step_name, kind, name, "
-             "content_type, size, sha256, storage_key) VALUES (%s, %s, %s, 1, 'artifact:p.html', "
-             "'page', 'p.html', 'text/html', %s, %s, %s)",
-             (artifact_id, project, job_id, len(data), key.rsplit("/", 1)[1], key))
+    pg.execute("INSERT INTO artifacts (id, project_id, job_id, step_seq, step_name, kind, name, "
+               "content_type, size, sha256, storage_key) VALUES (%s, %s, %s, 1, 'artifact:p.html', "
+               "'page', 'p.html', 'text/html', %s, %s, %s)",
+               (artifact_id, project, job_id, len(data), key.rsplit("/", 1)[1], key))
     return artifact_id
 
 
 def _approval(project: str) -> str:
     approval_id = str(uuid.uuid4())
-    pg.fetch("INSERT INTO approvals (id, project_id, action_type, title, action_args, args_hash) "
-             "VALUES (%s, %s, 'email.send', 'Send the launch email', '{}', 'h')",
-             (approval_id, project))
+    pg.execute("INSERT INTO approvals (id, project_id, action_type, title, action_args, args_hash) "
+               "VALUES (%s, %s, 'email.send', 'Send the launch email', '{}', 'h')",
+               (approval_id, project))
     return approval_id
 
 
@@ -164,8 +164,8 @@ def world(owner_and_project: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -
         _, token = create_token(session, f"owner-{owner[:8]}")
         create_token(session, "stranger")
     foreign = str(uuid.uuid4())
-    pg.fetch("INSERT INTO projects (id, owner_id, name) "
-             "SELECT %s, id, 'theirs' FROM owners WHERE name = 'stranger'", (foreign,))
+    pg.execute("INSERT INTO projects (id, owner_id, name) "
+               "SELECT %s, id, 'theirs' FROM owners WHERE name = 'stranger'", (foreign,))
     jobs = (_job(project), _job(project, "failed"), _job(project, "completed"))
     approvals = (_approval(project), _approval(foreign))
     effects = (_effect(project), _effect(foreign))

@@ -38,10 +38,10 @@ def owner_with_project(name: str) -> tuple[str, str, str]:
     with session_scope(session_factory()) as s:
         owner, token = create_token(s, name)
     project = str(uuid.uuid4())
-    pg.fetch("INSERT INTO projects (id, owner_id, name, goal, settings) VALUES "
-             "(%s, %s, 'Tidewater', 'tide-aware scheduling for harbour masters', %s::jsonb)",
-             (project, owner, json.dumps({"contact_email": "founder@example.test",
-                                          "deploy_hook_url": HOOK})))
+    pg.execute("INSERT INTO projects (id, owner_id, name, goal, settings) VALUES "
+               "(%s, %s, 'Tidewater', 'tide-aware scheduling for harbour masters', %s::jsonb)",
+               (project, owner, json.dumps({"contact_email": "founder@example.test",
+                                            "deploy_hook_url": HOOK})))
     return str(owner), token, project
 
 
@@ -101,10 +101,10 @@ def test_a_jobs_llm_tokens_and_cost_per_step_and_in_total(worker, app):
     # a second call priced by hand, so the sums are not all zero (the scripted model is free)
     research_seq = pg.fetch_value("SELECT seq FROM job_steps WHERE job_id = %s "
                                   "AND name = 'research'", (job_id,))
-    pg.fetch("INSERT INTO llm_usage (project_id, job_id, step_seq, provider, model, "
-             "input_tokens, output_tokens, cost_usd) VALUES "
-             "(%s, %s, %s, 'anthropic', 'claude-sonnet-4', 1000, 200, 0.006)",
-             (project, job_id, research_seq))
+    pg.execute("INSERT INTO llm_usage (project_id, job_id, step_seq, provider, model, "
+               "input_tokens, output_tokens, cost_usd) VALUES "
+               "(%s, %s, %s, 'anthropic', 'claude-sonnet-4', 1000, 200, 0.006)",
+               (project, job_id, research_seq))
 
     code, body = ada.call("GET", f"/api/jobs/{job_id}/llm-usage")
 

@@ -17,7 +17,7 @@ import pytest
 
 from tasks.engine import pg
 from tasks.engine.dispatch import dispatch
-from tests.integration.jobdb import new_job, wait_until
+from tests.integration.jobdb import new_job, tuple_row, tuples, wait_until
 
 QUEUE = "test-priority"
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +60,7 @@ def test_backlog_runs_most_urgent_first(project, priority_worker):
     published: list[tuple[str, int]] = []
     for p in priorities:
         job_id = new_job(project, payload={"steps": 1}, priority=p, publish=False)
-        pg.fetch("UPDATE agent_jobs SET queue = %s WHERE id = %s", (QUEUE, job_id))
+        pg.execute("UPDATE agent_jobs SET queue = %s WHERE id = %s", (QUEUE, job_id))
         dispatch(job_id, QUEUE, p)
         published.append((str(job_id), p))
 
@@ -69,17 +69,17 @@ def test_backlog_runs_most_urgent_first(project, priority_worker):
 
     def all_done() -> bool:
         assert proc.poll() is None, "the priority worker exited"
-        left = pg.fetch_one("SELECT count(*) FROM agent_jobs WHERE project_id = %s "
-                            "AND status <> 'completed'", (project,))[0]
+        left = tuple_row("SELECT count(*) FROM agent_jobs WHERE project_id = %s "
+                         "AND status <> 'completed'", (project,))[0]
         return left == 0
 
     wait_until(all_done, timeout=30, what="the backlog to drain")
 
     # Then the claims (running events, in commit order) follow priority, 9 first
-    rows = pg.fetch("SELECT e.job_id::text, j.priority FROM agent_job_events e "
-                    "JOIN agent_jobs j ON j.id = e.job_id "
-                    "WHERE e.project_id = %s AND e.type = 'status' AND e.message = 'running' "
-                    "ORDER BY e.id", (project,))
+    rows = tuples("SELECT e.job_id::text, j.priority FROM agent_job_events e "
+                  "JOIN agent_jobs j ON j.id = e.job_id "
+                  "WHERE e.project_id = %s AND e.type = 'status' AND e.message = 'running' "
+                  "ORDER BY e.id", (project,))
     assert [p for _, p in rows] == [9, 8, 7, 5, 5, 3, 2, 1, 0]
     fives = [job_id for job_id, p in published if p == 5]
     assert [job_id for job_id, p in rows if p == 5] == fives, "FIFO within a priority"

@@ -8,6 +8,7 @@ from app.db import session_factory
 from app.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
+from tests.integration.jobdb import tuple_row
 
 
 @pytest.fixture
@@ -78,7 +79,6 @@ def test_bad_settings_are_refused_naming_the_field(client_and_token, body, field
                                       "chat.reply"])
 def test_internal_job_types_cannot_be_enqueued_over_http(client_and_token, job_type) -> None:
     """Effects run only through approvals and sweeps only from beat: the API refuses them."""
-    from tasks.engine import pg
 
     client, auth = client_and_token
     pid = client.post("/api/projects", headers=auth, json={"name": "Acme"}).json["id"]
@@ -87,7 +87,7 @@ def test_internal_job_types_cannot_be_enqueued_over_http(client_and_token, job_t
     assert answer.status_code == 422
     assert answer.json["error"]["code"] == "unknown_job_type"
     assert "internal" in answer.json["error"]["message"]
-    assert pg.fetch_one("SELECT count(*) FROM agent_jobs")[0] == 0
+    assert tuple_row("SELECT count(*) FROM agent_jobs")[0] == 0
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from pypdf import PdfReader
 from app.web import create_app
 from tasks.engine import pg
 from tasks.startup import browser_check
-from tests.integration.jobdb import wait_for
+from tests.integration.jobdb import tuples, wait_for
 from tests.integration.test_api_contract import Caller, _caller
 from tests.support.landing_pages import Landing, serving
 
@@ -32,8 +32,8 @@ def artifacts_of(caller: Caller, job_id: str) -> list[dict]:
 
 
 def memory(project: str) -> dict[str, str]:
-    return dict(pg.fetch("SELECT key, content FROM agent_memory WHERE project_id = %s",
-                         (project,)))
+    return dict(tuples("SELECT key, content FROM agent_memory WHERE project_id = %s",
+                       (project,)))
 
 
 @pytest.mark.parametrize("fmt", ["pptx", "pdf"])

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tasks.engine import pg, retention
+from tests.integration.jobdb import tuple_row, tuples
 
 DAYS = 30
 
@@ -23,20 +24,20 @@ def job(project: str, *, status: str, age_days: float, job_type: str = "system.c
         result: object = None) -> str:
     jid = str(uuid.uuid4())
     at = day_ago(age_days)
-    pg.fetch("INSERT INTO agent_jobs (id, project_id, job_type, status, idempotency_key, "
-             "created_at, completed_at, result) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-             (jid, project, job_type, status, jid, at,
-              at if status in ("completed", "failed", "canceled") else None,
-              None if result is None else json.dumps(result)))
-    pg.fetch("INSERT INTO job_steps (job_id, seq, name, status) VALUES (%s, 1, 'one', %s)",
-             (jid, "completed" if status == "completed" else "running"))
+    pg.execute("INSERT INTO agent_jobs (id, project_id, job_type, status, idempotency_key, "
+               "created_at, completed_at, result) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+               (jid, project, job_type, status, jid, at,
+                at if status in ("completed", "failed", "canceled") else None,
+                None if result is None else json.dumps(result)))
+    pg.execute("INSERT INTO job_steps (job_id, seq, name, status) VALUES (%s, 1, 'one', %s)",
+               (jid, "completed" if status == "completed" else "running"))
     return jid
 
 
 def event(project: str, job_id: str | None, age_days: float, type_: str = "log") -> int:
     at = day_ago(age_days)
-    pg.fetch("SELECT switchyard_event_partitions(%s::date, %s::date)",
-             (at.astimezone(UTC).date(), at.astimezone(UTC).date()))
+    pg.execute("SELECT switchyard_event_partitions(%s::date, %s::date)",
+               (at.astimezone(UTC).date(), at.astimezone(UTC).date()))
     return int(pg.fetch_value(
         "INSERT INTO agent_job_events (job_id, project_id, type, created_at) "
         "VALUES (%s, %s, %s, %s) RETURNING id", (job_id, project, type_, at)))
@@ -47,20 +48,20 @@ def partition_name(at: datetime) -> str:
 
 
 def partitions() -> list[str]:
-    return [r[0] for r in pg.fetch("SELECT c.relname FROM pg_inherits i JOIN pg_class c "
-                                   "ON c.oid = i.inhrelid WHERE i.inhparent = "
-                                   "'agent_job_events'::regclass ORDER BY 1")]
+    return [r[0] for r in tuples("SELECT c.relname FROM pg_inherits i JOIN pg_class c "
+                                 "ON c.oid = i.inhrelid WHERE i.inhparent = "
+                                 "'agent_job_events'::regclass ORDER BY 1")]
 
 
 def partition_of(event_id: int) -> str | None:
-    row = pg.fetch_one("SELECT tableoid::regclass::text FROM agent_job_events WHERE id = %s",
-                       (event_id,))
+    row = tuple_row("SELECT tableoid::regclass::text FROM agent_job_events WHERE id = %s",
+                    (event_id,))
     return None if row is None else row[0]
 
 
 def exists(table: str, jid: str) -> bool:
     column = "job_id" if table == "job_steps" else "id"
-    return bool(pg.fetch(f"SELECT 1 FROM {table} WHERE {column} = %s", (jid,)))
+    return bool(tuples(f"SELECT 1 FROM {table} WHERE {column} = %s", (jid,)))
 
 
 def test_a_pass_drops_old_days_and_rows_and_keeps_what_is_still_needed(project) -> None:
@@ -77,11 +78,11 @@ def test_a_pass_drops_old_days_and_rows_and_keeps_what_is_still_needed(project) 
                      result={"sent": 3, "failed": 0})
     fresh_idle = job(project, status="completed", age_days=0.1,
                      job_type="email.process_due", result={})
-    pg.fetch("INSERT INTO llm_usage (project_id, provider, model, input_tokens, output_tokens, "
-             "cost_usd, created_at) VALUES (%s, 's', 'm', 1, 1, 0, %s), "
-             "(%s, 's', 'm', 2, 2, 0, now())", (project, day_ago(40), project))
-    pg.fetch("INSERT INTO worker_heartbeats (worker, hostname, pid, last_seen_at) VALUES "
-             "('gone', 'h', 1, %s), ('here', 'h', 2, now())", (day_ago(3),))
+    pg.execute("INSERT INTO llm_usage (project_id, provider, model, input_tokens, output_tokens, "
+               "cost_usd, created_at) VALUES (%s, 's', 'm', 1, 1, 0, %s), "
+               "(%s, 's', 'm', 2, 2, 0, now())", (project, day_ago(40), project))
+    pg.execute("INSERT INTO worker_heartbeats (worker, hostname, pid, last_seen_at) VALUES "
+               "('gone', 'h', 1, %s), ('here', 'h', 2, now())", (day_ago(3),))
     old_day = partition_of(old_event)
 
     report = retention.maintain(DAYS)
@@ -99,9 +100,9 @@ def test_a_pass_drops_old_days_and_rows_and_keeps_what_is_still_needed(project) 
     assert not exists("agent_jobs", idle_sweep)
     assert exists("agent_jobs", busy_sweep) and exists("agent_jobs", fresh_idle)
     assert report.jobs_deleted == 1 and report.idle_sweep_jobs_deleted == 1
-    assert pg.fetch("SELECT input_tokens FROM llm_usage") == [(2,)]
+    assert tuples("SELECT input_tokens FROM llm_usage") == [(2,)]
     # (a worker an earlier test started may be beating too: only our two rows are asked about)
-    assert pg.fetch("SELECT worker FROM worker_heartbeats WHERE worker IN ('gone', 'here')") \
+    assert tuples("SELECT worker FROM worker_heartbeats WHERE worker IN ('gone', 'here')") \
         == [("here",)]
     # and the coming fortnight's days exist, so an insert never meets a missing day
     today = pg.db_now().astimezone(UTC).date()
@@ -110,8 +111,8 @@ def test_a_pass_drops_old_days_and_rows_and_keeps_what_is_still_needed(project) 
         assert name in partitions()
 
     # When the live job ends and a second pass runs, its day goes too; a third does nothing
-    pg.fetch("UPDATE agent_jobs SET status = 'completed', completed_at = now() WHERE id = %s",
-             (live,))
+    pg.execute("UPDATE agent_jobs SET status = 'completed', completed_at = now() WHERE id = %s",
+               (live,))
     second = retention.maintain(DAYS)
     assert second.partitions_dropped == [held] and partition_of(live_event) is None
     third = retention.maintain(DAYS)
@@ -172,14 +173,14 @@ def test_which_days_have_expired(names, today, expected) -> None:
 def test_a_replys_deltas_are_folded_a_while_after_it_finished(project) -> None:
     def reply(minutes_ago: float, status: str = "completed") -> str:
         jid = str(uuid.uuid4())
-        pg.fetch("INSERT INTO agent_jobs (id, project_id, job_type, status, idempotency_key, "
-                 "created_at, completed_at) VALUES (%s, %s, 'chat.reply', %s, %s, "
-                 "now() - make_interval(mins => %s + 1), now() - make_interval(mins => %s))",
-                 (jid, project, status, jid, minutes_ago, minutes_ago))
+        pg.execute("INSERT INTO agent_jobs (id, project_id, job_type, status, idempotency_key, "
+                   "created_at, completed_at) VALUES (%s, %s, 'chat.reply', %s, %s, "
+                   "now() - make_interval(mins => %s + 1), now() - make_interval(mins => %s))",
+                   (jid, project, status, jid, minutes_ago, minutes_ago))
         for text in ("Hello ", "there"):
-            pg.fetch("INSERT INTO agent_job_events (job_id, project_id, type, data, created_at) "
-                     "VALUES (%s, %s, 'delta', jsonb_build_object('text', %s::text), "
-                     "now() - make_interval(mins => %s))", (jid, project, text, minutes_ago))
+            pg.execute("INSERT INTO agent_job_events (job_id, project_id, type, data, created_at) "
+                       "VALUES (%s, %s, 'delta', jsonb_build_object('text', %s::text), "
+                       "now() - make_interval(mins => %s))", (jid, project, text, minutes_ago))
         return jid
 
     old, fresh, failed = reply(5), reply(0), reply(5, "failed")

@@ -8,7 +8,7 @@ from tasks.engine import control, lifecycle, pg, store
 from tasks.engine.context import to_json
 from tasks.engine.errors import PermanentError
 from tests.conftest import in_process_worker_paused
-from tests.integration.jobdb import new_job
+from tests.integration.jobdb import new_job, tuple_row
 
 
 def test_the_heartbeat_covers_only_jobs_this_process_is_running(project) -> None:
@@ -16,13 +16,13 @@ def test_the_heartbeat_covers_only_jobs_this_process_is_running(project) -> None
     job_id = new_job(project, publish=False)
     claimed = store.claim(job_id, lifecycle.worker_id())
     assert claimed is not None
-    pg.fetch("UPDATE agent_jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = %s",
-             (job_id,))
+    pg.execute("UPDATE agent_jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = %s",
+               (job_id,))
     # When the process beats
     lifecycle.beat_once()
     # Then the abandoned job stays stale, so the sweep can reclaim it
-    stale = pg.fetch_one("SELECT heartbeat_at < now() - interval '30 minutes' FROM agent_jobs "
-                         "WHERE id = %s", (job_id,))[0]
+    stale = tuple_row("SELECT heartbeat_at < now() - interval '30 minutes' FROM agent_jobs "
+                      "WHERE id = %s", (job_id,))[0]
     assert stale
     # While a job that is running here is kept fresh
     lifecycle.holding(claimed.token, claimed.id)
@@ -30,8 +30,8 @@ def test_the_heartbeat_covers_only_jobs_this_process_is_running(project) -> None
         lifecycle.beat_once()
     finally:
         lifecycle.released(claimed.token)
-    fresh = pg.fetch_one("SELECT heartbeat_at > now() - interval '1 minute' FROM agent_jobs "
-                         "WHERE id = %s", (job_id,))[0]
+    fresh = tuple_row("SELECT heartbeat_at > now() - interval '1 minute' FROM agent_jobs "
+                      "WHERE id = %s", (job_id,))[0]
     assert fresh
 
 
@@ -40,7 +40,7 @@ def test_a_thread_from_before_a_manual_retry_cannot_write_for_the_new_run(projec
     job_id = new_job(project, publish=False)
     first = store.claim(job_id, "host:1")
     assert first is not None
-    pg.fetch("UPDATE agent_jobs SET status = 'failed' WHERE id = %s", (job_id,))
+    pg.execute("UPDATE agent_jobs SET status = 'failed' WHERE id = %s", (job_id,))
     # (the retry publishes a wake-up: a worker an earlier test started must not claim it first)
     with in_process_worker_paused():
         assert control.retry_failed(job_id)

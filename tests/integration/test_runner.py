@@ -7,7 +7,15 @@ from collections import Counter
 import pytest
 
 from tasks.engine import control, pg, runner
-from tests.integration.jobdb import job, new_job, status_history, step_events, steps, wait_for
+from tests.integration.jobdb import (
+    job,
+    new_job,
+    status_history,
+    step_events,
+    steps,
+    tuples,
+    wait_for,
+)
 
 
 def test_retry_replays_completed_steps_and_reruns_only_the_failed_one(worker, project):
@@ -129,7 +137,7 @@ def test_a_manual_retry_of_a_failed_job_runs_it_again_from_its_last_step(worker,
 
 def test_a_job_whose_type_is_gone_fails_permanently(project):
     job_id = new_job(project, payload={"steps": 1}, publish=False)
-    pg.fetch("UPDATE agent_jobs SET job_type = 'gone.away' WHERE id = %s", (job_id,))
+    pg.execute("UPDATE agent_jobs SET job_type = 'gone.away' WHERE id = %s", (job_id,))
     assert runner.run_job(str(job_id)) == "failed"
     row = job(job_id)
     assert (row["status"], row["attempts"]) == ("failed", 1)
@@ -138,7 +146,7 @@ def test_a_job_whose_type_is_gone_fails_permanently(project):
 
 def test_a_stored_payload_that_no_longer_validates_fails_permanently(project):
     job_id = new_job(project, payload={"steps": 1}, publish=False)
-    pg.fetch("UPDATE agent_jobs SET payload = '{\"steps\": -1}' WHERE id = %s", (job_id,))
+    pg.execute("UPDATE agent_jobs SET payload = '{\"steps\": -1}' WHERE id = %s", (job_id,))
     assert runner.run_job(str(job_id)) == "failed"
     assert job(job_id)["last_error"].startswith("InvalidPayload: invalid payload for "
                                                 "system.canary: steps:")
@@ -172,8 +180,8 @@ def test_a_slow_first_step_shows_as_started_while_it_runs(worker, project):
 def test_a_fast_first_step_writes_its_start_with_its_outcome(worker, project):
     job_id = new_job(project, payload={"steps": 1})
     wait_for(job_id)
-    rows = pg.fetch("SELECT data->>'status' FROM agent_job_events WHERE job_id = %s "
-                    "AND type = 'step' ORDER BY id", (job_id,))
+    rows = tuples("SELECT data->>'status' FROM agent_job_events WHERE job_id = %s "
+                  "AND type = 'step' ORDER BY id", (job_id,))
     assert [r[0] for r in rows] == ["started", "completed"], "in order, once each"
     step = steps(job_id)[0]
     assert step["started_at"] <= step["finished_at"] and step["attempts"] == 1

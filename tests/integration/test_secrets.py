@@ -12,10 +12,10 @@ from app.db import session_factory
 from app.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
-from tasks.engine import pg
 from tasks.services import keystore
 from tasks.services.keys import derived_key
 from tasks.settings import get_settings
+from tests.integration.jobdb import tuples
 
 VALUE = "ghp_projectSecretValue_0123456789"
 
@@ -66,10 +66,10 @@ def test_the_value_is_sealed_at_rest_and_never_logged(client, alice, caplog) -> 
     caplog.set_level(logging.DEBUG)
     client.put(f"/api/projects/{pid}/secrets/github_token", headers=auth, json={"value": VALUE})
 
-    [(blob, key_id)] = pg.fetch("SELECT ciphertext, key_id FROM project_secrets")
+    [(blob, key_id)] = tuples("SELECT ciphertext, key_id FROM project_secrets")
     assert VALUE.encode() not in bytes(blob) and len(key_id) == 12
     assert VALUE not in caplog.text
-    events = pg.fetch("SELECT data::text FROM agent_job_events")
+    events = tuples("SELECT data::text FROM agent_job_events")
     assert not any(VALUE in row[0] for row in events)
 
 
@@ -101,7 +101,7 @@ def test_bad_names_and_values_are_refused_and_nothing_is_written(client, alice, 
     answer = client.put(f"/api/projects/{pid}/secrets/{name}", headers=auth, json=body)
     assert answer.status_code == 422
     assert field in answer.json["error"]["details"]["fields"]
-    assert pg.fetch("SELECT count(*) FROM project_secrets") == [(0,)]
+    assert tuples("SELECT count(*) FROM project_secrets") == [(0,)]
 
 
 def test_a_sealed_value_opens_only_for_its_project_and_name_under_its_key() -> None:

@@ -38,7 +38,7 @@ from tasks.settings import get_settings
 from tasks.startup import schedules
 from tasks.startup.phases import PHASES
 from tests.conftest import wait_until
-from tests.integration.jobdb import in_threads, wait_for
+from tests.integration.jobdb import in_threads, tuple_row, tuples, wait_for
 from tests.support.fake_providers import (  # noqa: F401 - the fixtures are used by name
     FakeProviders,
     FakeSmtp,
@@ -106,9 +106,9 @@ class Founder:
     def new_project(self, name: str, *, night_shift: bool = False,
                     settings: dict[str, Any] | None = None) -> str:
         pid = str(uuid.uuid4())
-        pg.fetch("INSERT INTO projects (id, owner_id, name, night_shift, settings) "
-                 "VALUES (%s, %s, %s, %s, %s::jsonb)",
-                 (pid, self.owner_id, name, night_shift, json.dumps(settings or {})))
+        pg.execute("INSERT INTO projects (id, owner_id, name, night_shift, settings) "
+                   "VALUES (%s, %s, %s, %s, %s::jsonb)",
+                   (pid, self.owner_id, name, night_shift, json.dumps(settings or {})))
         return pid
 
 
@@ -155,8 +155,8 @@ def beat(worker: Any) -> Iterator[Beat]:
 # --- reading the truth back -------------------------------------------------------------------
 
 def approval(approval_id: str) -> dict[str, Any]:
-    row = pg.fetch_one("SELECT status, version, execution_status, execution_job_id "
-                       "FROM approvals WHERE id = %s", (approval_id,))
+    row = tuple_row("SELECT status, version, execution_status, execution_job_id "
+                    "FROM approvals WHERE id = %s", (approval_id,))
     assert row is not None
     return dict(zip(("status", "version", "execution_status", "execution_job_id"), row,
                     strict=True))
@@ -164,7 +164,7 @@ def approval(approval_id: str) -> dict[str, Any]:
 
 def jobs_of(job_type: str) -> list[tuple[str, str, str, str]]:
     """(project, idempotency key, status, id) of every job of this type."""
-    return [(str(p), k, s, str(i)) for p, k, s, i in pg.fetch(
+    return [(str(p), k, s, str(i)) for p, k, s, i in tuples(
         "SELECT project_id, idempotency_key, status, id FROM agent_jobs WHERE job_type = %s "
         "ORDER BY created_at", (job_type,))]
 
@@ -279,8 +279,8 @@ def test_launch_to_approvals_approved_twice_at_once_sends_one_deploy_and_one_ema
     assert recipients(fakes.smtp) == [CONTACT]
     assert fakes.smtp.messages[0].message["Message-ID"] == message_id(
         f"approval:{by_type['email']['id']}", SENDER)
-    effects = pg.fetch("SELECT action_type, status, approval_id FROM action_executions "
-                       "WHERE project_id = %s ORDER BY action_type", (founder.project,))
+    effects = tuples("SELECT action_type, status, approval_id FROM action_executions "
+                     "WHERE project_id = %s ORDER BY action_type", (founder.project,))
     assert [(t, s, str(a)) for t, s, a in effects] == [
         ("deploy_hook", "succeeded", by_type["deploy_hook"]["id"]),
         ("email", "succeeded", by_type["email"]["id"])]
@@ -304,13 +304,13 @@ def test_launch_to_approvals_approved_twice_at_once_sends_one_deploy_and_one_ema
 def test_the_cron_route_without_the_right_secret_is_401_and_enqueues_nothing(
         founder, headers):
     founder.new_project("nightly", night_shift=True)
-    before = pg.fetch_one("SELECT count(*) FROM agent_jobs")[0]
+    before = tuple_row("SELECT count(*) FROM agent_jobs")[0]
 
     r = founder.post("/api/nightshift/run", headers=headers)
 
     assert r.status_code == 401, r.get_json()
     assert r.get_json()["error"]["code"] == "unauthorized"
-    assert pg.fetch_one("SELECT count(*) FROM agent_jobs")[0] == before == 0
+    assert tuple_row("SELECT count(*) FROM agent_jobs")[0] == before == 0
 
 
 def test_the_cron_route_is_closed_while_no_secret_is_configured(founder, monkeypatch):
@@ -321,7 +321,7 @@ def test_the_cron_route_is_closed_while_no_secret_is_configured(founder, monkeyp
     r = founder.post("/api/nightshift/run", headers={"X-Cron-Secret": ""})
 
     assert r.status_code == 401, r.get_json()
-    assert pg.fetch_one("SELECT count(*) FROM agent_jobs")[0] == 0
+    assert tuple_row("SELECT count(*) FROM agent_jobs")[0] == 0
 
 
 def test_night_shift_from_beat_and_from_the_route_on_the_same_day_runs_once_per_project(
@@ -384,13 +384,13 @@ def test_the_outbox_drained_by_beat_and_a_manual_run_at_once_sends_each_row_once
     # Then both passes complete, and each row was claimed by one of them and sent once
     done = wait_all_done("email.process_due", 2, timeout=30)
     assert [s for _, _, s, _ in done] == ["completed", "completed"]
-    results = [r[0] for r in pg.fetch("SELECT result FROM agent_jobs "
-                                      "WHERE job_type = 'email.process_due'")]
+    results = [r[0] for r in tuples("SELECT result FROM agent_jobs "
+                                    "WHERE job_type = 'email.process_due'")]
     assert sum(r["claimed"] for r in results) == 6, results
     assert recipients(fakes.smtp) == sorted(f"user{i}@example.test" for i in range(6))
     assert {m.message["Message-ID"] for m in fakes.smtp.messages} == {
         message_id(f"email:{row}", SENDER) for row in rows}
-    assert [s for (s,) in pg.fetch("SELECT status FROM email_jobs")] == ["sent"] * 6
+    assert [s for (s,) in tuples("SELECT status FROM email_jobs")] == ["sent"] * 6
 
 
 def test_digests_and_nudges_queue_one_email_per_project_per_day(worker, beat, founder, fakes):
@@ -400,8 +400,8 @@ def test_digests_and_nudges_queue_one_email_per_project_per_day(worker, beat, fo
     founder.new_project("no contact")
     waiting = create_approval(founder.project, None, NewApproval(
         "email", "Say hello", {"to": CONTACT, "subject": "hi", "body": "hello"}))
-    pg.fetch("UPDATE approvals SET created_at = now() - interval '2 days' WHERE id = %s",
-             (waiting,))
+    pg.execute("UPDATE approvals SET created_at = now() - interval '2 days' WHERE id = %s",
+               (waiting,))
     date = today()
 
     # When beat's messages, the cron route and a manual run for the same date all fire
@@ -423,7 +423,7 @@ def test_digests_and_nudges_queue_one_email_per_project_per_day(worker, beat, fo
     assert date == today(), "the test straddled midnight UTC; run it again"
 
     # Then the outbox holds one digest per project with a contact and one nudge
-    queued = sorted((str(p), k, key) for p, k, key in pg.fetch(
+    queued = sorted((str(p), k, key) for p, k, key in tuples(
         "SELECT project_id, kind, idempotency_key FROM email_jobs"))
     assert queued == sorted([
         (founder.project, "digest", f"digest:{founder.project}:{date}"),
@@ -431,8 +431,8 @@ def test_digests_and_nudges_queue_one_email_per_project_per_day(worker, beat, fo
         (founder.project, "nudge", f"nudge:{founder.project}:{date}")])
     # And draining it delivers exactly those three messages
     beat.fire("email-process-due")
-    wait_until(lambda: pg.fetch_one("SELECT count(*) FILTER (WHERE status = 'sent') = 3 "
-                                    "FROM email_jobs")[0], timeout=20, what="3 emails sent")
+    wait_until(lambda: tuple_row("SELECT count(*) FILTER (WHERE status = 'sent') = 3 "
+                                 "FROM email_jobs")[0], timeout=20, what="3 emails sent")
     assert recipients(fakes.smtp) == sorted([CONTACT, CONTACT, "quiet@example.test"])
     subjects = sorted(m.message["Subject"] for m in fakes.smtp.messages)
     assert subjects == ["Tidewater: 1 action(s) need your approval",
@@ -446,4 +446,4 @@ def test_digests_and_nudges_queue_one_email_per_project_per_day(worker, beat, fo
         assert r.status_code == 422, r.get_json()
         again = enqueue(EnqueueRequest(SYSTEM_PROJECT_ID, job_type, {"slot": "once-more"}))
         assert wait_for(again.job_id)["status"] == "completed"
-    assert pg.fetch_one("SELECT count(*) FROM email_jobs")[0] == 3
+    assert tuple_row("SELECT count(*) FROM email_jobs")[0] == 3

@@ -22,6 +22,7 @@ from app.sse import event_stream
 from app.web import create_app
 from tasks.engine import pg
 from tasks.settings import get_settings
+from tests.integration.jobdb import tuples
 from tests.integration.test_api_contract import Caller, _caller
 
 PAGE = 500  # the replay's page size (app.event_log.REPLAY_PAGE)
@@ -55,15 +56,15 @@ def alice(client: FlaskClient) -> Caller:
 
 
 def add_events(project: str, n: int, type_: str = "log") -> list[int]:
-    rows = pg.fetch("INSERT INTO agent_job_events (project_id, type, message, data) "
-                    "SELECT %s, %s, 'event ' || i, jsonb_build_object('i', i) "
-                    "FROM generate_series(1, %s) AS i RETURNING id", (project, type_, n))
+    rows = tuples("INSERT INTO agent_job_events (project_id, type, message, data) "
+                  "SELECT %s, %s, 'event ' || i, jsonb_build_object('i', i) "
+                  "FROM generate_series(1, %s) AS i RETURNING id", (project, type_, n))
     return sorted(r[0] for r in rows)
 
 
 def stored(project: str) -> list[int]:
-    return [r[0] for r in pg.fetch("SELECT id FROM agent_job_events WHERE project_id = %s "
-                                   "ORDER BY id", (project,))]
+    return [r[0] for r in tuples("SELECT id FROM agent_job_events WHERE project_id = %s "
+                                 "ORDER BY id", (project,))]
 
 
 def read_sse(caller: Caller, url: str, headers: dict[str, str] | None = None) -> list[int]:
@@ -98,9 +99,9 @@ def test_a_reconnect_with_last_event_id_gets_only_newer_events_even_with_cursor_
     # and `?cursor=` alone still resumes; on a job's stream the header wins too
     assert read_sse(alice, f"/api/projects/{alice.project}/events?cursor={ids[25]}") == ids[26:]
     job = alice.job(run_after="2099-01-01T00:00:00+00:00")
-    job_ids = [r[0] for r in pg.fetch("INSERT INTO agent_job_events (job_id, project_id, type, "
-                                      "message, data) SELECT %s, %s, 'log', 'n', '{}' FROM "
-                                      "generate_series(1, 4) RETURNING id", (job, alice.project))]
+    job_ids = [r[0] for r in tuples("INSERT INTO agent_job_events (job_id, project_id, type, "
+                                    "message, data) SELECT %s, %s, 'log', 'n', '{}' FROM "
+                                    "generate_series(1, 4) RETURNING id", (job, alice.project))]
     assert read_sse(alice, f"/api/jobs/{job}/events?cursor=0",
                     headers={"Last-Event-ID": str(job_ids[1])}) == job_ids[2:]
 
@@ -110,7 +111,7 @@ def test_replay_reads_the_history_in_bounded_pages_and_hands_over_to_live(
     # Given a history of many more events than one page
     history = add_events(project, 2 * PAGE + 234)
     reads: list[tuple[str, int]] = []
-    real_fetch = pgpool.fetch
+    real_fetch = pgpool.fetch_dicts
 
     def counting_fetch(sql: str, params: Any = None) -> list[Any]:
         rows = real_fetch(sql, params)
@@ -118,7 +119,7 @@ def test_replay_reads_the_history_in_bounded_pages_and_hands_over_to_live(
             reads.append((sql, len(rows)))
         return rows
 
-    monkeypatch.setattr(pgpool, "fetch", counting_fetch)
+    monkeypatch.setattr(pgpool, "fetch_dicts", counting_fetch)
     stream = event_stream(Subscription(project_id=uuid.UUID(project)), 0)
 
     # When a client starts reading: the first event costs one page, not the history
@@ -201,8 +202,8 @@ def test_older_events_page_newest_first_back_to_the_first(alice: Caller) -> None
 
 def test_a_jobs_older_events_and_another_owners_are_not_found(alice: Caller, client) -> None:
     job = alice.job(run_after="2099-01-01T00:00:00+00:00")
-    pg.fetch("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
-             "SELECT %s, %s, 'log', 'n', '{}' FROM generate_series(1, 7)", (job, alice.project))
+    pg.execute("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
+               "SELECT %s, %s, 'log', 'n', '{}' FROM generate_series(1, 7)", (job, alice.project))
     add_events(alice.project, 3)  # the project's, not the job's
     body = alice.get(f"/api/jobs/{job}/events/history?limit=5").get_json()
     assert len(body["items"]) == 5 and body["next"] is not None
@@ -217,12 +218,12 @@ def test_a_jobs_older_events_and_another_owners_are_not_found(alice: Caller, cli
 
 def test_chat_shows_the_newest_messages_and_pages_back_to_the_oldest(alice: Caller) -> None:
     # Given more messages than the old cap of 500, a second apart
-    rows = pg.fetch("INSERT INTO chat_messages (id, project_id, role, content, created_at) "
-                    "SELECT gen_random_uuid(), %s, CASE WHEN i %% 2 = 0 THEN 'assistant' "
-                    "ELSE 'user' END, 'message ' || i, "
-                    "now() - interval '1 day' + i * interval '1 second' "
-                    "FROM generate_series(1, 1234) AS i RETURNING id, content",
-                    (alice.project,))
+    rows = tuples("INSERT INTO chat_messages (id, project_id, role, content, created_at) "
+                  "SELECT gen_random_uuid(), %s, CASE WHEN i %% 2 = 0 THEN 'assistant' "
+                  "ELSE 'user' END, 'message ' || i, "
+                  "now() - interval '1 day' + i * interval '1 second' "
+                  "FROM generate_series(1, 1234) AS i RETURNING id, content",
+                  (alice.project,))
     by_age = [str(r[0]) for r in sorted(rows, key=lambda r: int(r[1].split()[1]))]
     url = f"/api/projects/{alice.project}/chat"
 

@@ -22,6 +22,8 @@ from tests.integration.jobdb import (
     status_history,
     steps,
     sweep_until,
+    tuple_row,
+    tuples,
     wait_for,
 )
 
@@ -32,15 +34,15 @@ NOTHING = {"reclaim_stale": 0, "expire_timeouts": 0, "dispatch_due": 0, "redispa
 def make_running(job_id, *, heartbeat_age: str = "1 hour", locked_age: str = "1 hour",
                  attempts: int = 1, worker: str = "dead-host:4242") -> None:
     """Make the row look like a worker (by default a long-dead one) holds it."""
-    pg.fetch("UPDATE agent_jobs SET status = 'running', attempts = %s, locked_by = %s, "
-             "locked_at = now() - %s::interval, heartbeat_at = now() - %s::interval, "
-             "started_at = now() - %s::interval WHERE id = %s",
-             (attempts, worker, locked_age, heartbeat_age, locked_age, job_id))
+    pg.execute("UPDATE agent_jobs SET status = 'running', attempts = %s, locked_by = %s, "
+               "locked_at = now() - %s::interval, heartbeat_at = now() - %s::interval, "
+               "started_at = now() - %s::interval WHERE id = %s",
+               (attempts, worker, locked_age, heartbeat_age, locked_age, job_id))
 
 
 def add_step(job_id, seq: int, name: str, status: str, output: str | None = None) -> None:
-    pg.fetch("INSERT INTO job_steps (job_id, seq, name, status, output) "
-             "VALUES (%s, %s, %s, %s, %s::jsonb)", (job_id, seq, name, status, output))
+    pg.execute("INSERT INTO job_steps (job_id, seq, name, status, output) "
+               "VALUES (%s, %s, %s, %s, %s::jsonb)", (job_id, seq, name, status, output))
 
 
 _ticks = itertools.count(1000)
@@ -118,8 +120,8 @@ def test_a_child_that_dies_on_its_last_attempt_resumes_its_waiting_parent(projec
     parent = new_job(project, "test.fan_out", publish=False)
     child = new_job(project, publish=False, parent_job_id=parent, max_attempts=1)
     park(parent)
-    pg.fetch("UPDATE agent_jobs SET status = 'waiting', wait_for = ARRAY[%s]::uuid[] "
-             "WHERE id = %s", (child, parent))
+    pg.execute("UPDATE agent_jobs SET status = 'waiting', wait_for = ARRAY[%s]::uuid[] "
+               "WHERE id = %s", (child, parent))
     make_running(child, attempts=1)
 
     assert sweep()["reclaim_stale"] == 1
@@ -179,8 +181,8 @@ def test_a_parent_failed_by_a_sweep_takes_its_unfinished_children_with_it(projec
 def test_a_lost_wake_up_is_sent_again_and_the_job_completes(worker, project):
     # Given a queued job whose wake-up never reached the broker, long ago
     job_id = new_job(project, payload={"steps": 1}, publish=False)
-    pg.fetch("UPDATE agent_jobs SET dispatched_at = now() - interval '1 hour' WHERE id = %s",
-             (job_id,))
+    pg.execute("UPDATE agent_jobs SET dispatched_at = now() - interval '1 hour' WHERE id = %s",
+               (job_id,))
     time.sleep(0.3)
     assert job(job_id)["status"] == "queued", "nothing else wakes it"
 
@@ -192,8 +194,8 @@ def test_a_lost_wake_up_is_sent_again_and_the_job_completes(worker, project):
 def test_a_recently_dispatched_job_is_not_sent_twice(project):
     lost = new_job(project, publish=False)
     park(lost)
-    pg.fetch("UPDATE agent_jobs SET dispatched_at = now() - interval '1 hour' WHERE id = %s",
-             (lost,))
+    pg.execute("UPDATE agent_jobs SET dispatched_at = now() - interval '1 hour' WHERE id = %s",
+               (lost,))
     recent = new_job(project, publish=False)  # dispatched_at = now(): its wake-up is in flight
     park(recent)
 
@@ -225,14 +227,14 @@ def test_a_retry_whose_countdown_message_was_lost_is_dispatched_when_due(project
     job_id = new_job(project, publish=False)
     park(job_id)
     # As the runner leaves a retried job: run_after and dispatched_at both at now + delay
-    pg.fetch("UPDATE agent_jobs SET run_after = now() + interval '0.5 seconds', "
-             "dispatched_at = now() + interval '0.5 seconds' WHERE id = %s", (job_id,))
+    pg.execute("UPDATE agent_jobs SET run_after = now() + interval '0.5 seconds', "
+               "dispatched_at = now() + interval '0.5 seconds' WHERE id = %s", (job_id,))
     assert sweep()["dispatch_due"] == 0
     time.sleep(0.6)
     # Its countdown wake-up is presumed in flight; it is re-sent after the redispatch window.
     assert sweep()["dispatch_due"] == 0
-    pg.fetch("UPDATE agent_jobs SET dispatched_at = dispatched_at - interval '1 hour' "
-             "WHERE id = %s", (job_id,))
+    pg.execute("UPDATE agent_jobs SET dispatched_at = dispatched_at - interval '1 hour' "
+               "WHERE id = %s", (job_id,))
     assert sweep()["dispatch_due"] == 1
     assert parked_wakeups() == [str(job_id)]
 
@@ -246,7 +248,7 @@ def test_waiting_jobs_resume_when_their_timer_is_due_or_children_are_done(projec
         park(job_id)
     done_child = new_job(project, publish=False, parent_job_id=ids["children_done"])
     busy_child = new_job(project, publish=False, parent_job_id=ids["child_running"])
-    pg.fetch("UPDATE agent_jobs SET status = 'completed' WHERE id = %s", (done_child,))
+    pg.execute("UPDATE agent_jobs SET status = 'completed' WHERE id = %s", (done_child,))
     make_running(busy_child, heartbeat_age="0 seconds", locked_age="0 seconds")
     waits = {
         "timer_due": ("now() - interval '1 second'", None),
@@ -255,9 +257,9 @@ def test_waiting_jobs_resume_when_their_timer_is_due_or_children_are_done(projec
         "child_running": ("NULL", busy_child),
     }
     for name, (wake_at, child) in waits.items():
-        pg.fetch(f"UPDATE agent_jobs SET status = 'waiting', wake_at = {wake_at}, "
-                 "wait_for = CASE WHEN %s::uuid IS NULL THEN NULL ELSE ARRAY[%s::uuid] END "
-                 "WHERE id = %s", (child, child, ids[name]))
+        pg.execute(f"UPDATE agent_jobs SET status = 'waiting', wake_at = {wake_at}, "
+                   "wait_for = CASE WHEN %s::uuid IS NULL THEN NULL ELSE ARRAY[%s::uuid] END "
+                   "WHERE id = %s", (child, child, ids[name]))
 
     assert sweep() == NOTHING | {"resume_waiting": 2}
 
@@ -271,7 +273,7 @@ def test_waiting_jobs_resume_when_their_timer_is_due_or_children_are_done(projec
 
 def test_a_resumed_job_is_run_by_the_worker(worker, project):
     job_id = new_job(project, payload={"steps": 1}, publish=False)
-    pg.fetch("UPDATE agent_jobs SET status = 'waiting', wake_at = now() WHERE id = %s", (job_id,))
+    pg.execute("UPDATE agent_jobs SET status = 'waiting', wake_at = now() WHERE id = %s", (job_id,))
     assert sweep()["resume_waiting"] == 1
     assert wait_for(job_id)["status"] == "completed"
 
@@ -292,7 +294,7 @@ def test_each_sweep_runs_once_per_tick(project):
     assert job(job_id)["status"] == "running"
 
     assert sweeps.run_sweeps(tick=tick + 1)["reclaim_stale"] == 1
-    runs = pg.fetch("SELECT sweep, tick, stats FROM sweep_runs ORDER BY tick, sweep")
+    runs = tuples("SELECT sweep, tick, stats FROM sweep_runs ORDER BY tick, sweep")
     assert len(runs) == 2 * len(sweeps.SWEEPS)  # every sweep, once in each of two ticks
     assert ("reclaim_stale", tick + 1, {"rows": 1}) in runs
 
@@ -315,7 +317,7 @@ def test_a_sweep_already_in_progress_elsewhere_makes_this_one_skip(project):
         assert sweep() == dict.fromkeys(NOTHING, None)
         other.execute("SELECT pg_advisory_unlock(%s)", (SWEEP_LOCK,))
     assert job(job_id)["status"] == "running"
-    assert pg.fetch("SELECT count(*) FROM sweep_runs")[0][0] == 0, "the tick is not used up"
+    assert tuples("SELECT count(*) FROM sweep_runs")[0][0] == 0, "the tick is not used up"
     assert sweep()["reclaim_stale"] == 1
 
 
@@ -333,8 +335,8 @@ def test_a_live_worker_in_a_long_step_keeps_its_job(worker, project):
     row = job(job_id)
     assert (row["status"], row["attempts"]) == ("completed", 1)
     assert len(beats) >= 4, "heartbeat_at moved on while the step ran"
-    me = pg.fetch_one("SELECT running, stopped_at FROM worker_heartbeats WHERE worker = %s",
-                      (lifecycle.worker_id(),))
+    me = tuple_row("SELECT running, stopped_at FROM worker_heartbeats WHERE worker = %s",
+                   (lifecycle.worker_id(),))
     assert me is not None and me[1] is None
 
 
@@ -346,10 +348,10 @@ def test_expire_approvals_takes_overdue_pending_approvals_out_of_the_inbox(proje
 
     overdue = create_approval(project, None, NewApproval("email", "old", {"to": "a@b.test"}))
     fresh = create_approval(project, None, NewApproval("email", "new", {"to": "c@d.test"}))
-    pg.fetch("UPDATE approvals SET expires_at = now() - interval '1 minute' WHERE id = %s",
-             (overdue,))
+    pg.execute("UPDATE approvals SET expires_at = now() - interval '1 minute' WHERE id = %s",
+               (overdue,))
     assert sweep() == NOTHING | {"expire_approvals": 1}
-    status = dict(pg.fetch("SELECT id, status FROM approvals"))
+    status = dict(tuples("SELECT id, status FROM approvals"))
     assert status == {overdue: "expired", fresh: "pending"}
 
 

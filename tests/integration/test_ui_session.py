@@ -28,6 +28,7 @@ from models.db import session_scope
 from tasks.engine import pg
 from tasks.services.keys import SECRET_FILE, master_key
 from tasks.settings import SettingsError, get_settings
+from tests.integration.jobdb import tuple_row, tuples
 
 FUTURE = "2099-01-01T00:00:00+00:00"  # keeps a job queued: never dispatched
 
@@ -39,8 +40,8 @@ def new_token(name: str) -> tuple[uuid.UUID, str]:
 
 def new_project(owner_id: uuid.UUID, name: str) -> str:
     project = str(uuid.uuid4())
-    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, %s)",
-             (project, owner_id, name))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, %s)",
+               (project, owner_id, name))
     return project
 
 
@@ -185,9 +186,9 @@ def test_a_cookie_replayed_after_sign_out_no_longer_authenticates(app: Flask,
 
 
 def test_ended_sessions_are_kept_only_while_their_cookies_could_live(db: None) -> None:
-    pg.fetch("INSERT INTO ended_web_sessions VALUES ('old', now() - interval '1 second')")
+    pg.execute("INSERT INTO ended_web_sessions VALUES ('old', now() - interval '1 second')")
     web_sessions.end("new")
-    rows = dict(pg.fetch("SELECT session_id, forget_after - now() FROM ended_web_sessions"))
+    rows = dict(tuples("SELECT session_id, forget_after - now() FROM ended_web_sessions"))
     assert set(rows) == {"new"}
     assert rows["new"] > web_sessions.MAX_AGE  # a margin for the web host's clock
 
@@ -219,7 +220,7 @@ def test_a_copy_kept_alive_by_renewals_never_outlives_its_sign_out(
     now = __import__("time").time() + offset["s"]
     monkeypatch.setattr(web_sessions.time, "time", lambda: now)
     thief.set_cookie("switchyard_session", serializer.dumps(data))
-    pg.fetch("DELETE FROM ended_web_sessions")
+    pg.execute("DELETE FROM ended_web_sessions")
     assert thief.get("/api/projects").status_code == 401
 
 
@@ -273,7 +274,7 @@ def test_the_cookie_authenticates_reads_and_csrf_guards_writes(browser: FlaskCli
     for headers in ({}, {"X-CSRF-Token": "guess"}):
         r = browser.post("/api/projects", json={"name": "forged"}, headers=headers)
         assert r.status_code == 403 and r.get_json()["error"]["code"] == "csrf_failed"
-    assert pg.fetch_one("SELECT count(*) FROM projects WHERE name = 'forged'")[0] == 0
+    assert tuple_row("SELECT count(*) FROM projects WHERE name = 'forged'")[0] == 0
 
     r = browser.post("/api/projects", json={"name": "real"}, headers={"X-CSRF-Token": csrf})
     assert r.status_code == 201, r.get_json()
@@ -358,10 +359,10 @@ def test_the_signing_key_is_made_once_per_data_dir_and_kept(tmp_path: Path) -> N
 
 def failed_job(project: str, job_type: str = "system.canary") -> str:
     job = str(uuid.uuid4())
-    pg.fetch("INSERT INTO agent_jobs (id, project_id, job_type, queue, status, payload, "
-             "attempts, max_attempts, completed_at, idempotency_key) "
-             "VALUES (%s, %s, %s, 'default', 'failed', '{}', 1, 1, now(), %s)",
-             (job, project, job_type, job))
+    pg.execute("INSERT INTO agent_jobs (id, project_id, job_type, queue, status, payload, "
+               "attempts, max_attempts, completed_at, idempotency_key) "
+               "VALUES (%s, %s, %s, 'default', 'failed', '{}', 1, 1, now(), %s)",
+               (job, project, job_type, job))
     return job
 
 
@@ -386,7 +387,7 @@ def test_failed_jobs_list_and_retry_all_are_scoped_to_the_owner_and_filter(
 
     assert r.status_code == 202, r.get_json()
     assert sorted(r.get_json()["retried"]) == sorted(in_a1)
-    requeued = {str(j) for (j,) in pg.fetch(
+    requeued = {str(j) for (j,) in tuples(
         "SELECT job_id FROM agent_job_events WHERE type = 'status' AND data = %s::jsonb",
         (json.dumps({"status": "queued", "from": "failed"}),))}
     assert requeued == set(in_a1)  # (a worker of another test may already be running them)

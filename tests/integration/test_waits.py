@@ -6,7 +6,7 @@ import time
 from collections import Counter
 from datetime import timedelta
 
-from tasks.engine import pg, sweeps
+from tasks.engine import sweeps
 from tests.integration.jobdb import (
     job,
     new_job,
@@ -14,13 +14,14 @@ from tests.integration.jobdb import (
     step_events,
     steps,
     sweep_until,
+    tuples,
     wait_for,
 )
 
 
 def _children(parent) -> list[dict]:
-    rows = pg.fetch("SELECT id FROM agent_jobs WHERE parent_job_id = %s ORDER BY created_at",
-                    (parent,))
+    rows = tuples("SELECT id FROM agent_jobs WHERE parent_job_id = %s ORDER BY created_at",
+                  (parent,))
     return [job(r[0]) for r in rows]
 
 

@@ -29,8 +29,8 @@ def test_sigterm_ends_open_streams_and_the_web_process_at_once(db: None,
     with session_scope(session_factory()) as s:
         owner, token = create_token(s, "streamer")
     project = str(uuid.uuid4())
-    pg.fetch("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'p')",
-             (project, str(owner)))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'p')",
+               (project, str(owner)))
     port = free_port()
     log = tmp_path / "web.log"
     with log.open("wb") as out:

@@ -9,6 +9,7 @@ import pytest
 
 from tasks.engine import pg
 from tests.conftest import wait_until
+from tests.integration.jobdb import tuple_row
 from tests.integration.test_api_contract import Caller, alice, bob, client  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -64,8 +65,8 @@ def test_parallel_branches_join_and_pass_outputs_on(alice: Caller) -> None:  # n
     assert payload_of(steps["d"]["job_id"])["steps"] == 2
     assert steps["d"]["output"]["steps"] == 2
     # b and c were started together: each was created before the other finished
-    times = {n: pg.fetch_one("SELECT created_at, completed_at FROM agent_jobs WHERE id = %s",
-                             (steps[n]["job_id"],)) for n in "bc"}
+    times = {n: tuple_row("SELECT created_at, completed_at FROM agent_jobs WHERE id = %s",
+                          (steps[n]["job_id"],)) for n in "bc"}
     assert times["b"][0] < times["c"][1] and times["c"][0] < times["b"][1]
     # d started only once both had ended
     d_created = pg.fetch_value("SELECT created_at FROM agent_jobs WHERE id = %s",
@@ -195,8 +196,8 @@ def test_a_gate_that_expires_unswept_fails_its_step(alice: Caller) -> None:  # n
     gate = gate_of(alice, jid)
     wait_until(lambda: run_of(alice, jid)["status"] == "waiting", timeout=30, what="waiting")
     # Past its expiry but still `pending` (no sweep has marked it): the run reads it expired
-    pg.fetch("UPDATE approvals SET expires_at = now() - interval '1 second' WHERE id = %s",
-             (gate["id"],))
+    pg.execute("UPDATE approvals SET expires_at = now() - interval '1 second' WHERE id = %s",
+               (gate["id"],))
     assert resume_if_ready(jid)  # what the resume sweep does
     run = ended(alice, jid)
     assert run["status"] == "failed"

@@ -21,19 +21,20 @@ class ExecutePayload(BaseModel):
 
 
 def _start(approval_id: uuid.UUID, job_id: uuid.UUID) -> dict[str, Any]:
-    row = pg.fetch_one(
+    row = pg.fetch_one_dict(
         "UPDATE approvals SET execution_status = 'running', execution_job_id = %s, "
         "updated_at = now() WHERE id = %s AND status = 'approved' "
         "AND execution_status IN ('idle', 'queued', 'running') "
         "RETURNING project_id, action_type, action_args, args_hash", (job_id, approval_id))
     if row is None:
         raise PermanentError(f"approval {approval_id} is not approved or already executed")
-    return {"project_id": str(row[0]), "action_type": row[1], "args": row[2]}
+    return {"project_id": str(row["project_id"]), "action_type": row["action_type"],
+            "args": row["action_args"]}
 
 
 def _finish(approval_id: uuid.UUID, status: str) -> None:
-    pg.fetch("UPDATE approvals SET execution_status = %s, updated_at = now() WHERE id = %s",
-             (status, approval_id))
+    pg.execute("UPDATE approvals SET execution_status = %s, updated_at = now() WHERE id = %s",
+               (status, approval_id))
 
 
 def handle(ctx: JobContext, p: ExecutePayload) -> dict[str, Any]:

@@ -29,17 +29,17 @@ FINAL = {"succeeded": "sent", "failed": "failed", "unknown": "unknown"}
 def enqueue_email(project_id: str, to: str, subject: str, body: str, kind: str, key: str,
                   *, send_after: datetime | None = None) -> str:
     """The outbox row's id; the same key again returns the first row and changes nothing."""
-    row = pg.fetch_one(
+    row = pg.fetch_one_dict(
         "INSERT INTO email_jobs (id, project_id, idempotency_key, kind, to_addr, subject, body, "
         "send_after) VALUES (%s, %s, %s, %s, %s, %s, %s, coalesce(%s::timestamptz, now())) "
         "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
         (uuid.uuid4(), str(project_id), key, kind, to, subject, body, send_after),
     )
     if row is None:
-        row = pg.fetch_one("SELECT id FROM email_jobs WHERE idempotency_key = %s", (key,))
+        row = pg.fetch_one_dict("SELECT id FROM email_jobs WHERE idempotency_key = %s", (key,))
     if row is None:  # deleted between the two statements
         raise RuntimeError(f"email {key!r} vanished while being enqueued")
-    return str(row[0])
+    return str(row["id"])
 
 
 def process_due_emails(limit: int = 100) -> dict[str, int]:
@@ -47,29 +47,30 @@ def process_due_emails(limit: int = 100) -> dict[str, int]:
     counts = {"claimed": 0, "sent": 0, "failed": 0, "unknown": 0, "retrying": 0, "deferred": 0}
     for row in _claim(limit):
         counts["claimed"] += 1
-        counts[_send(*row)] += 1
+        counts[_send(**row)] += 1
     if counts["claimed"]:
         log.info("email outbox pass", extra={"action": "email_outbox_pass", **counts})
     return counts
 
 
-def _claim(limit: int) -> list[tuple[Any, ...]]:
-    return pg.fetch(
+def _claim(limit: int) -> list[dict[str, Any]]:
+    return pg.fetch_dicts(
         "WITH due AS (SELECT id FROM email_jobs WHERE status IN ('pending', 'sending') "
         "AND send_after <= now() ORDER BY send_after, id LIMIT %s FOR UPDATE SKIP LOCKED) "
         "UPDATE email_jobs e SET status = 'sending', attempts = e.attempts + 1, "
         "send_after = now() + %s FROM due WHERE e.id = due.id "
-        "RETURNING e.id, e.project_id, e.kind, e.to_addr, e.subject, e.body, e.attempts",
+        "RETURNING e.id AS email_id, e.project_id, e.kind, e.to_addr, e.subject, e.body, "
+        "e.attempts",
         (limit, LEASE),
     )
 
 
-def _send(email_id: Any, project_id: Any, kind: str, to: str, subject: str, body: str,
+def _send(email_id: Any, project_id: Any, kind: str, to_addr: str, subject: str, body: str,
           attempts: int) -> str:
     try:
         outcome = ledger.perform(
             project_id=str(project_id), action_type="email", idempotency_key=f"email:{email_id}",
-            args={"to": to, "subject": subject, "body": body, "kind": kind})
+            args={"to": to_addr, "subject": subject, "body": body, "kind": kind})
     except CapReached as exc:
         # The cap is per UTC day: come back tomorrow, and this was not the email's fault.
         _release(email_id, None, str(exc), give_back_attempt=True)
@@ -88,7 +89,7 @@ def _send(email_id: Any, project_id: Any, kind: str, to: str, subject: str, body
 
 
 def _finish(email_id: Any, status: str, error: str | None) -> None:
-    pg.fetch(
+    pg.execute(
         "UPDATE email_jobs SET status = %s, last_error = %s, "
         "sent_at = CASE WHEN %s = 'sent' THEN now() ELSE sent_at END "
         "WHERE id = %s AND status = 'sending'",
@@ -110,5 +111,5 @@ WHERE id = %(id)s AND status = 'sending'
 
 def _release(email_id: Any, delay: float | None, error: str, *,
              give_back_attempt: bool) -> None:
-    pg.fetch(RELEASE, {"id": email_id, "error": error, "delay": delay,
-                       "refund": 1 if give_back_attempt else 0})
+    pg.execute(RELEASE, {"id": email_id, "error": error, "delay": delay,
+                         "refund": 1 if give_back_attempt else 0})

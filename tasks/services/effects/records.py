@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from tasks.engine import pg
@@ -39,22 +40,25 @@ class EffectRecord:
     completed_at: datetime | None
 
 
-def _record(row: tuple[Any, ...]) -> EffectRecord:
-    values = list(row)
-    for i in (0, 2, 3, 4):  # uuids, as the rest of the code passes them around
-        values[i] = None if values[i] is None else str(values[i])
-    return EffectRecord(*values)
+UUIDS = ("id", "project_id", "approval_id", "job_id")
+
+
+def _record(row: dict[str, Any]) -> EffectRecord:
+    # uuids as strings, as the rest of the code passes them around
+    values: dict[str, Any] = {k: (None if v is None else str(v)) if k in UUIDS else v
+                              for k, v in row.items()}
+    return EffectRecord(**values)
 
 
 def find(key: str) -> EffectRecord | None:
-    row = pg.fetch_one(f"SELECT {COLUMNS} FROM action_executions WHERE idempotency_key = %s",
-                       (key,))
+    row = pg.fetch_one_dict(f"SELECT {COLUMNS} FROM action_executions "
+                            "WHERE idempotency_key = %s", (key,))
     return None if row is None else _record(row)
 
 
 def project_settings(project_id: str) -> dict[str, Any] | None:
-    row = pg.fetch_one("SELECT settings FROM projects WHERE id = %s", (str(project_id),))
-    return None if row is None else (row[0] or {})
+    row = pg.fetch_one_dict("SELECT settings FROM projects WHERE id = %s", (str(project_id),))
+    return None if row is None else (row["settings"] or {})
 
 
 def insert_intent(*, project_id: str, action_type: str, args: dict[str, Any], key: str,
@@ -66,20 +70,22 @@ def insert_intent(*, project_id: str, action_type: str, args: dict[str, Any], ke
     across workers, so a cap of N never lets N+1 through a race.
     """
     with pg.transaction() as conn:
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+        cur = conn.cursor(row_factory=dict_row)
+        cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                      (f"effect-cap:{project_id}:{action_type}",))
-        count = conn.execute(
-            "SELECT count(*) FROM action_executions WHERE project_id = %s AND action_type = %s "
+        counted = cur.execute(
+            "SELECT count(*) AS n FROM action_executions "
+            "WHERE project_id = %s AND action_type = %s "
             "AND status = ANY(%s) "
             "AND created_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'",
             (str(project_id), action_type, list(COUNTED)),
-        ).fetchone()[0]  # type: ignore[index]
-        if count >= cap_per_day:
+        ).fetchone()
+        if counted is not None and counted["n"] >= cap_per_day:
             raise CapReached(
                 f"this project has reached its cap of {cap_per_day} {action_type} effects "
                 f"today (UTC): raise projects.settings.caps.{action_type}_per_day or wait "
                 f"until tomorrow", action_type=action_type, cap=cap_per_day)
-        row = conn.execute(
+        row = cur.execute(
             "INSERT INTO action_executions (id, idempotency_key, project_id, approval_id, job_id, "
             "action_type, args, status) VALUES (%s, %s, %s, %s, %s, %s, %s, 'intent') "
             f"ON CONFLICT (idempotency_key) DO NOTHING RETURNING {COLUMNS}",
@@ -92,7 +98,7 @@ def insert_intent(*, project_id: str, action_type: str, args: dict[str, Any], ke
 def record_outcome(effect_id: str, *, status: str, response: Any, provider_ref: str | None,
                    error: str | None) -> EffectRecord | None:
     """Move an intent to its outcome; None if it is no longer an intent."""
-    row = pg.fetch_one(
+    row = pg.fetch_one_dict(
         "UPDATE action_executions SET status = %s, response = %s, provider_ref = %s, "
         "error = %s, completed_at = now() WHERE id = %s AND status = 'intent' "
         f"RETURNING {COLUMNS}",
@@ -103,11 +109,11 @@ def record_outcome(effect_id: str, *, status: str, response: Any, provider_ref: 
 
 def withdraw(effect_id: str) -> None:
     """The provider certainly did not act: forget the intent so a later attempt may call."""
-    pg.fetch("DELETE FROM action_executions WHERE id = %s AND status = 'intent'", (effect_id,))
+    pg.execute("DELETE FROM action_executions WHERE id = %s AND status = 'intent'", (effect_id,))
 
 
 def unknown_for(project_id: str, limit: int = 200) -> list[EffectRecord]:
-    rows = pg.fetch(
+    rows = pg.fetch_dicts(
         f"SELECT {COLUMNS} FROM action_executions WHERE project_id = %s AND status = 'unknown' "
         "ORDER BY created_at, id LIMIT %s",
         (str(project_id), limit),
@@ -147,6 +153,6 @@ def resolve(effect_id: str, *, project_id: str, status: str, note: str,
             by: str | None) -> EffectRecord | None:
     """Resolve an unknown effect; None if it is not (or no longer) unknown."""
     resolution = Jsonb({"resolution": {"status": status, "note": note, "by": by}})
-    row = pg.fetch_one(RESOLVE, {"status": status, "resolution": resolution, "id": effect_id,
+    row = pg.fetch_one_dict(RESOLVE, {"status": status, "resolution": resolution, "id": effect_id,
                                  "project": str(project_id), "note": note, "by": by})
     return None if row is None else _record(row)

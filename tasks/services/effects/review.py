@@ -43,7 +43,7 @@ class Resolution:
 def effects_for(project_id: str, status: str | None = None,
                 limit: int = 200) -> list[EffectRecord]:
     """The project's effects, newest first, their arguments and answers redacted."""
-    rows = pg.fetch(
+    rows = pg.fetch_dicts(
         f"SELECT {COLUMNS} FROM action_executions WHERE project_id = %s "
         "AND (%s::text IS NULL OR status = %s::text) ORDER BY created_at DESC, id DESC LIMIT %s",
         (str(project_id), status, status, limit))
@@ -53,7 +53,7 @@ def effects_for(project_id: str, status: str | None = None,
 
 def effect_of_owner(effect_id: str, owner_id: str) -> EffectRecord | None:
     """The effect if it belongs to a project of this owner (anyone else's: None)."""
-    row = pg.fetch_one(
+    row = pg.fetch_one_dict(
         f"SELECT {COLUMNS} FROM action_executions WHERE id = %s "
         "AND project_id IN (SELECT id FROM projects WHERE owner_id = %s)",
         (effect_id, owner_id))
@@ -72,17 +72,17 @@ def resolution_of(effect: EffectRecord) -> Resolution | None:
 
 def unknown_blocking_approval(approval_id: str) -> UnknownEffectPending | None:
     """Why approving this approval could repeat an effect that may have happened, if it could."""
-    row = pg.fetch_one(
+    row = pg.fetch_one_dict(
         f"SELECT u.id, u.action_type FROM approvals a CROSS JOIN LATERAL "
         f"({unknown_effect_of_action('a')}) u WHERE a.id = %s", (approval_id,))
-    return None if row is None else UnknownEffectPending(str(row[0]), row[1])
+    return None if row is None else UnknownEffectPending(str(row["id"]), row["action_type"])
 
 
 def unknown_blocking_job(job_id: str) -> UnknownEffectPending | None:
     """Why running this job again is not to be done yet: an effect it made is unknown."""
-    row = pg.fetch_one("SELECT id, action_type FROM action_executions WHERE job_id = %s "
-                       "AND status = 'unknown' ORDER BY created_at LIMIT 1", (job_id,))
-    return None if row is None else UnknownEffectPending(str(row[0]), row[1])
+    row = pg.fetch_one_dict("SELECT id, action_type FROM action_executions WHERE job_id = %s "
+                            "AND status = 'unknown' ORDER BY created_at LIMIT 1", (job_id,))
+    return None if row is None else UnknownEffectPending(str(row["id"]), row["action_type"])
 
 
 def _redacted(effect: EffectRecord, secrets: list[str]) -> EffectRecord:

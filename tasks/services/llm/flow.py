@@ -67,8 +67,9 @@ class BudgetStatus:
 
 
 _BUDGET_SQL = """
-SELECT p.settings -> 'llm_daily_token_budget', p.settings -> 'llm_daily_usd_budget',
-       d.start + interval '1 day', u.tokens, u.usd
+SELECT p.settings -> 'llm_daily_token_budget' AS token_budget,
+       p.settings -> 'llm_daily_usd_budget' AS usd_budget,
+       d.start + interval '1 day' AS resets_at, u.tokens, u.usd
 FROM projects p
 CROSS JOIN LATERAL (SELECT date_trunc('day', now(), 'UTC') AS start) d
 CROSS JOIN LATERAL (
@@ -81,15 +82,14 @@ WHERE p.id = %s
 
 def budget_status(project_id: Id) -> BudgetStatus | None:
     """Today's usage and the budgets from projects.settings; None if the project is gone."""
-    row = pg.fetch_one(_BUDGET_SQL, (str(project_id),))
+    row = pg.fetch_one_dict(_BUDGET_SQL, (str(project_id),))
     if row is None:
         return None
-    token_budget, usd_budget, resets_at, tokens, usd = row
     return BudgetStatus(
-        tokens_used=int(tokens), usd_used=float(usd),
-        token_budget=_budget(token_budget, "llm_daily_token_budget", int),
-        usd_budget=_budget(usd_budget, "llm_daily_usd_budget", float),
-        resets_at=resets_at,
+        tokens_used=int(row["tokens"]), usd_used=float(row["usd"]),
+        token_budget=_budget(row["token_budget"], "llm_daily_token_budget", int),
+        usd_budget=_budget(row["usd_budget"], "llm_daily_usd_budget", float),
+        resets_at=row["resets_at"],
     )
 
 
@@ -122,7 +122,7 @@ def check_budget(project_id: Id) -> None:
 
 def record_usage(project_id: Id, job_id: Id | None, result: LLMResult,
                  step_seq: int | None = None) -> None:
-    pg.fetch(
+    pg.execute(
         "INSERT INTO llm_usage (project_id, job_id, step_seq, provider, model, input_tokens, "
         "output_tokens, cost_usd) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
         (str(project_id), str(job_id) if job_id is not None else None, step_seq,

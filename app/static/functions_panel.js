@@ -3,6 +3,7 @@
    whose statuses follow the project's live stream. */
 import { api, h, $, fill, time, badge, jobLink, empty, busy, flash, fail, debounce, short } from "./ui.js";
 import { versionButtons, pressVersion } from "./version_picker.js";
+import { subscribe } from "./bus.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const box = $("#functions");
@@ -92,6 +93,4 @@ async function loadRuns() {
 }
 
 const refreshRuns = debounce(() => loadRuns().catch(fail), 500);
-document.addEventListener("sy:event", (ev) => {
-  if (chosen && ev.detail.type === "status" && ev.detail.live) refreshRuns();
-});
+subscribe("status", (e) => { if (chosen && e.live) refreshRuns(); });

@@ -1,6 +1,7 @@
 /* The project page's Plans panel: a goal handed to the planner (it writes a plan of tasks, which
    waits for approval unless told not to), and the project's plans with their live statuses. */
 import { api, h, $, fill, time, badge, empty, busy, flash, fail, debounce, fields } from "./ui.js";
+import { subscribe } from "./bus.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const box = $("#plans");
@@ -38,6 +39,4 @@ form.addEventListener("submit", (ev) => {
 
 const refresh = debounce(() => loadPlans().catch(fail), 600);
 // A plan's status moves with its job's: the job's status events are the cue.
-document.addEventListener("sy:event", (ev) => {
-  if (ev.detail.type === "status" && ev.detail.live) refresh();
-});
+subscribe("status", (e) => { if (e.live) refresh(); });

@@ -15,22 +15,25 @@ import { loadWorkflows } from "./workflows_panel.js";
 import "./workflow_save.js";
 import { loadPlans } from "./plans_panel.js";
 import { loadFunctions } from "./functions_panel.js";
+import { publish, subscribe } from "./bus.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const TAIL = 100; // the stream opens this many events back; older ones on demand
 
+// Every event reaches the panels through the bus, by type (each panel module subscribes to its
+// own: packets.js, effects.js, artifacts.js, plans_panel.js, …); these are the page's.
 function onEvent(e) {
-  document.dispatchEvent(new CustomEvent("sy:event", { detail: e })); // packets.js, effects.js, artifacts.js
   addToFeed(e);
-  if (e.type === "delta") { onDelta(e); return; }
-  if (!e.job_id) return;
-  onJobEvent(e);
-  if (e.type === "status" && TERMINAL.has(e.data?.status)) {
-    onChatJobEnd(e);
-    if (e.live) { refreshApprovals(); refreshMemory(); refreshProject(); }
-  }
-  if (e.type === "log" && e.live) refreshApprovals();
+  publish(e);
 }
+subscribe("delta", onDelta);
+for (const type of ["status", "step"]) subscribe(type, (e) => { if (e.job_id) onJobEvent(e); });
+subscribe("status", (e) => {
+  if (!e.job_id || !TERMINAL.has(e.data?.status)) return;
+  onChatJobEnd(e);
+  if (e.live) { refreshApprovals(); refreshMemory(); refreshProject(); }
+});
+subscribe("log", (e) => { if (e.job_id && e.live) refreshApprovals(); });
 
 async function start() {
   try {

@@ -2,6 +2,8 @@
    action with the state of its approval. */
 import { api, h, $, fill, time, badge, jobLink, pretty, empty, fail, debounce } from "./ui.js";
 import { subscribe } from "./bus.js";
+import { touchesProject } from "./job_kinds.js";
+import { knownType } from "./jobs_table.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const PHASES = ["idea", "validation", "build", "launch", "growth"]; // tasks/startup/phases.py
@@ -39,5 +41,6 @@ async function load() {
 
 const reload = debounce(() => load().catch(fail), 500);
 // A decision enqueues its execution (a status event), a packet job ends with a log line.
-for (const type of ["status", "log"]) subscribe(type, (e) => { if (e.live) reload(); });
+subscribe("job", ({ job }) => { if (touchesProject(job.job_type)) reload(); });
+subscribe("log", (e) => { if (e.live && touchesProject(knownType(e.job_id))) reload(); });
 load().catch(fail);

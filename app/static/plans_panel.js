@@ -2,6 +2,7 @@
    waits for approval unless told not to), and the project's plans with their live statuses. */
 import { api, h, $, fill, time, badge, empty, busy, flash, fail, debounce, fields } from "./ui.js";
 import { subscribe } from "./bus.js";
+import { isKind } from "./job_kinds.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const box = $("#plans");
@@ -38,5 +39,5 @@ form.addEventListener("submit", (ev) => {
 });
 
 const refresh = debounce(() => loadPlans().catch(fail), 600);
-// A plan's status moves with its job's: the job's status events are the cue.
-subscribe("status", (e) => { if (e.live) refresh(); });
+// A plan's status moves with its jobs' (plan.generate, its tasks' agent.task): those are the cue.
+subscribe("job", ({ job }) => { if (isKind(job.job_type, "plan.", "agent.")) refresh(); });

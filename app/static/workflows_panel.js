@@ -5,6 +5,7 @@ import { api, h, $, fill, time, badge, empty, busy, flash, fail, debounce, short
 import { drawDag } from "./dag.js";
 import { versionButtons, pressVersion } from "./version_picker.js";
 import { subscribe } from "./bus.js";
+import { isKind } from "./job_kinds.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const box = $("#workflows");
@@ -102,4 +103,4 @@ async function loadRuns() {
 
 const refreshRuns = debounce(() => loadRuns().catch(fail), 500);
 // A run's job changes status as it waits for its steps and ends: its row follows.
-subscribe("status", (e) => { if (chosen && e.live) refreshRuns(); });
+subscribe("job", ({ job }) => { if (chosen && isKind(job.job_type, "workflow.run")) refreshRuns(); });

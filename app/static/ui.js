@@ -1,5 +1,5 @@
-/* Switchyard UI core: API calls, DOM building, times, live streams. Every page script uses it:
-   modules import it, the classic scripts (job.js, monitor.js, projects.js) read window.SY. */
+/* Switchyard UI core: API calls, DOM building, times, live streams. Every page script is an ES
+   module that imports it; the page's events travel on bus.js. */
 
 const csrf = document.querySelector('meta[name="csrf-token"]')?.content || "";
 const serverNow = Date.parse(document.documentElement.dataset.serverNow || "") || Date.now();
@@ -230,4 +230,3 @@ export const SY = { api, ApiError, h, svg, $, clear, fill, append, breakable, sh
   duration, between, badge, jobLink, pretty, empty, flash, fail, busy, stream, debounce, fields, now };
 export { api, ApiError, h, svg, $, clear, fill, append, breakable, short, time, ago, absolute, duration,
   between, badge, jobLink, pretty, empty, flash, fail, busy, stream, debounce, fields, now };
-globalThis.SY = SY; // for the classic scripts, which run after this module (document order)

@@ -166,11 +166,17 @@ CHAT_PAGE_PARAMS = [
      "description": "The opaque `next` cursor of the previous page."},
 ]
 # Before OpenAPI 3.2 the `schema` of an event stream describes one event (comments aside).
+# The replay's end (`event: replayed`, no `id:`) carries the id of the last event replayed.
+REPLAY_END = obj({"cursor": typed("integer", minimum=0)})
 SSE_EVENT = obj({"id": typed("string", pattern="^[0-9]+$"), "event": typed("string"),
-                  "data": typed("string", contentMediaType=JSON, contentSchema=ref("Event"))},
-                 extra=True)
+                  "data": typed("string", contentMediaType=JSON,
+                                contentSchema={"anyOf": [ref("Event"), REPLAY_END]})},
+                 optional=("id",), extra=True)
 SSE_OK = {200: {"description": "A `text/event-stream`: `id: <event id>`, `event: <type>`, "
-                               "`data: <event JSON>`; a `: keep-alive` comment every 15 s.",
+                               "`data: <event JSON>`; a `: keep-alive` comment every 15 s. "
+                               "Once the stored events are replayed, one `event: replayed` "
+                               "with no `id:` and `data: {\"cursor\": <last replayed id>}`: "
+                               "what follows is live.",
                 "content": {"text/event-stream": {"schema": SSE_EVENT}}}}
 
 

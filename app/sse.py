@@ -10,6 +10,7 @@ import json
 import queue
 import time
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
 
 from flask import Response, request
 
@@ -65,10 +66,27 @@ def format_event(e: Event) -> str:
 ALL_STORED = 2**63 - 1  # no upper bound on the replay
 
 
+@dataclass(frozen=True)
+class ReplayEnd:
+    """Where a stream's replay of stored events ends: what follows is live. `cursor` is the
+    id of the last event replayed (the stream's starting cursor when none was)."""
+    cursor: int
+
+
+def format_replay_end(marker: ReplayEnd) -> str:
+    # No `id:` line: the marker is no event of the log, and a client's Last-Event-ID stays.
+    return f"event: replayed\ndata: {json.dumps({'cursor': marker.cursor})}\n\n"
+
+
 def event_stream(sub: Subscription, cursor: int,
                  is_last: Callable[[Event], bool] = lambda e: False,
-                 *, ended: bool = False) -> Generator[Event | None, None, None]:
+                 *, ended: bool = False,
+                 mark_replay: bool = False) -> Generator[Event | ReplayEnd | None, None, None]:
     """Events after `cursor` with no gap and no duplicate; None marks a keep-alive.
+
+    `mark_replay`: once the stored events are replayed, yield one ReplayEnd, before any
+    live event (also when the replay was empty, or ended the stream: its last event was
+    `is_last`). A replay cut short (a dropped subscription) has none: the stream ends.
 
     `ended`: the stream's subject (a job) had already ended when the stream
     opened, so every event it will have is stored: replay those after the cursor
@@ -92,7 +110,11 @@ def event_stream(sub: Subscription, cursor: int,
             if e.id in sub.late_before:
                 replayed_late.add(e.id)
             if is_last(e):
+                if mark_replay:
+                    yield ReplayEnd(last)
                 return
+        if mark_replay and not sub.dropped:
+            yield ReplayEnd(last)
         while not ended and not sub.dropped:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -118,13 +140,14 @@ def event_stream(sub: Subscription, cursor: int,
         hub.unsubscribe(sub)
 
 
-def sse_response(events: Iterator[Event | None], slot: Slot) -> Response:
+def sse_response(events: Iterator[Event | ReplayEnd | None], slot: Slot) -> Response:
     """The stream as a response; `slot` (app.stream_slots) is given back when it closes,
-    even when the body was never read."""
+    even when the body was never read. A ReplayEnd is the `replayed` event."""
     def body() -> Iterator[str]:
         yield ": connected\n\n"
         for e in events:
-            yield ": keep-alive\n\n" if e is None else format_event(e)
+            yield (": keep-alive\n\n" if e is None else format_replay_end(e)
+                   if isinstance(e, ReplayEnd) else format_event(e))
 
     response = Response(body(), mimetype="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -118,7 +118,8 @@ def job_events(jid: str):
         return e.type == "status" and JobStatus(e.data.get("status")) in TERMINAL
 
     slot = take_slot()  # before any 200: over the cap is a 429
-    return sse_response(event_stream(sub, cursor, is_last, ended=ended), slot)
+    return sse_response(event_stream(sub, cursor, is_last, ended=ended,
+                                         mark_replay=True), slot)
 
 
 @bp.get("/api/jobs/<jid>/diagnosis")

@@ -47,7 +47,7 @@ def project_events(pid: str):
     sub = Subscription(project_id=_owned_project_id(pid))
     cursor = stream_cursor(sub)
     slot = take_slot()  # before any 200: over the cap is a 429
-    return sse_response(event_stream(sub, cursor), slot)
+    return sse_response(event_stream(sub, cursor, mark_replay=True), slot)
 
 
 @bp.get("/api/projects/<pid>/events/history")

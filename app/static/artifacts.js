@@ -2,6 +2,7 @@
    forms that ask for a report or a landing-page check. New files appear live (artifact events). */
 import { api, h, $, fill, time, jobLink, empty, fail, debounce, busy, flash, short } from "./ui.js";
 import { addJob } from "./jobs_table.js";
+import { subscribe } from "./bus.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 
@@ -48,5 +49,5 @@ submitter("#check-form", (f) => ({ job_type: "browser.check_page",
   payload: { url: f.url.value.trim() } }));
 
 const reload = debounce(() => load().catch(fail), 300);
-document.addEventListener("sy:event", ({ detail: e }) => { if (e.type === "artifact" && e.live) reload(); });
+subscribe("artifact", (e) => { if (e.live) reload(); });
 load().catch(fail);

@@ -1,6 +1,7 @@
 /* The job page of a page check: each check's verdict and details as a table, with the
    screenshots it took; other jobs' files listed for download. */
 import { api, h, $, fill, pretty } from "./ui.js";
+import { subscribe } from "./bus.js";
 
 const enc = encodeURIComponent($("#job").dataset.jobId);
 const box = $("#job-files");
@@ -37,4 +38,4 @@ async function render(job) {
   fill($("#job-files-body"), parts);
 }
 
-document.addEventListener("sy:job", ({ detail: job }) => { render(job).catch(() => {}); });
+subscribe("job", ({ job }) => { render(job).catch(() => {}); });

@@ -4,6 +4,7 @@
    repository text: only ever text nodes. */
 import { api, h, $, fill, empty, pretty, short, fail } from "./ui.js";
 import { diffView } from "./diff_view.js";
+import { subscribe } from "./bus.js";
 
 const enc = encodeURIComponent($("#job").dataset.jobId);
 const TYPES = ["phase", "plan", "tool_call", "tool_result", "verify", "debug_mode", "diff", "pull_request"];
@@ -271,10 +272,11 @@ async function loadHistory() {
   } while (before !== null);
 }
 
-document.addEventListener("sy:event", ({ detail: e }) => {
+const onEvent = (e) => {
   if (queued) queued.push(e);
   else if (isCoding(job)) take(e);
-});
+};
+for (const type of TYPES) subscribe(type, onEvent);
 
 function onJob(detail) {
   const first = job === null;
@@ -291,7 +293,7 @@ function onJob(detail) {
   loadHistory().catch((err) => fail(new Error(`The coding history could not be read: ${err.message}`)));
 }
 
-document.addEventListener("sy:job", ({ detail }) => onJob(detail));
+subscribe("job", ({ job: detail }) => onJob(detail));
 // job.js may have told the job before this module ran: the browser runs other tasks between
 // deferred scripts while one (this, with its imports) is still loading. Then ask for it here.
 api("GET", `/api/jobs/${enc}`).then((j) => { if (job === null) onJob(j); }).catch(() => {});

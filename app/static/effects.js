@@ -1,6 +1,9 @@
 /* The effect ledger on the project page: an effect whose outcome nobody knows waits in the inbox
    until a person has checked with the provider and resolved it; recent effects show below. */
 import { api, h, $, fill, time, badge, jobLink, pretty, empty, busy, flash, fail, debounce } from "./ui.js";
+import { subscribe } from "./bus.js";
+import { touchesProject } from "./job_kinds.js";
+import { knownType } from "./jobs_table.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const RECENT = 10;
@@ -57,7 +60,6 @@ async function load() {
 }
 
 const reload = debounce(() => load().catch(fail), 500);
-document.addEventListener("sy:event", ({ detail: e }) => {
-  if (e.live && (e.type === "status" || e.type === "log")) reload();
-});
+subscribe("job", ({ job }) => { if (touchesProject(job.job_type)) reload(); });
+subscribe("log", (e) => { if (e.live && touchesProject(knownType(e.job_id))) reload(); });
 load().catch(fail);

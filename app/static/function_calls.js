@@ -4,6 +4,7 @@
    calls answered from the record: each call says how many replays answered it that way,
    counted from the job's "running" status events after the call was recorded. */
 import { api, h, $, fill, badge, jobLink, pretty, empty, debounce } from "./ui.js";
+import { subscribe } from "./bus.js";
 
 const CALL = /^call:(\d+):(.+)$/;
 const CHILD = /^child:(\d+)$/;
@@ -56,4 +57,4 @@ async function render(job) {
 }
 
 const update = debounce((job) => render(job).catch(() => {}), 300);
-document.addEventListener("sy:job", (ev) => { if (ev.detail.job_type === "function.run") update(ev.detail); });
+subscribe("job", ({ job }) => { if (job.job_type === "function.run") update(job); });

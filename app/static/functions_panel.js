@@ -3,6 +3,8 @@
    whose statuses follow the project's live stream. */
 import { api, h, $, fill, time, badge, jobLink, empty, busy, flash, fail, debounce, short } from "./ui.js";
 import { versionButtons, pressVersion } from "./version_picker.js";
+import { subscribe } from "./bus.js";
+import { isKind } from "./job_kinds.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const box = $("#functions");
@@ -92,6 +94,4 @@ async function loadRuns() {
 }
 
 const refreshRuns = debounce(() => loadRuns().catch(fail), 500);
-document.addEventListener("sy:event", (ev) => {
-  if (chosen && ev.detail.type === "status" && ev.detail.live) refreshRuns();
-});
+subscribe("job", ({ job }) => { if (chosen && isKind(job.job_type, "function.run")) refreshRuns(); });

@@ -1,9 +1,17 @@
-/* A job: header, diagnosis, steps timeline, payload/result, events (live), retry and cancel. */
-"use strict";
+/* A job: header, diagnosis, steps timeline, payload/result, events (live), retry and cancel.
+   The job as read is published on the bus as "job" (usage.js, checks.js, coding.js, …), and each
+   event of its stream by its type (coding.js). */
+import { api, h, $, clear, fill, time, badge, jobLink, pretty, empty, busy, flash, fail, debounce,
+  duration, between, short, stream } from "./ui.js";
+import { publish } from "./bus.js";
+// The job page's parts, imported first: each has subscribed before the job is published.
+import "./usage.js";
+import "./checks.js";
+import "./coding.js";
+import "./job_links.js";
+import "./function_calls.js";
 
-(() => {
-  const { api, h, $, clear, fill, time, badge, jobLink, pretty, empty, busy, flash, fail, debounce,
-    duration, between, short } = SY;
+{
   const jid = $("#job").dataset.jobId;
   const enc = encodeURIComponent(jid);
   const TERMINAL = new Set(["completed", "failed", "canceled"]);
@@ -78,7 +86,7 @@
     }
     renderHeader();
     renderSteps();
-    document.dispatchEvent(new CustomEvent("sy:job", { detail: job })); // usage.js, checks.js
+    publish({ type: "job", job });
     fill($("#payload"), pretty(job.payload));
     fill($("#result"), job.result === null || job.result === undefined
       ? empty(TERMINAL.has(job.status) ? "No result." : "No result yet.") : pretty(job.result));
@@ -97,7 +105,7 @@
   function listen() {
     if (source) source.close();
     const from = lastEventId ? `cursor=${lastEventId}` : `tail=${TAIL}`;
-    source = SY.stream(`/api/jobs/${enc}/events?${from}`, onEvent, $("#live"));
+    source = stream(`/api/jobs/${enc}/events?${from}`, onEvent, $("#live"));
   }
   // The server ends a job's stream at a terminal status, the first one even when the job was
   // retried since: listen again from there unless this is the job's latest end.
@@ -132,7 +140,7 @@
     return true;
   }
   function onEvent(e) {
-    document.dispatchEvent(new CustomEvent("sy:event", { detail: e })); // coding.js
+    publish(e);
     lastEventId = Math.max(lastEventId, e.id);
     if (e.type === "status" && TERMINAL.has(e.data?.status)) afterTerminal(e);
     if (show(e, false) && (e.type === "status" || e.type === "step")) reload();
@@ -165,4 +173,4 @@
       h("p", {}, h("a", { href: "/" }, "Back to your projects"))));
     $("#live").hidden = true;
   });
-})();
+}

@@ -1,6 +1,7 @@
 /* The job page's links to the pages built around some job types: a workflow.run job's run page
    (its DAG), and for a step of a run, the run it belongs to. */
 import { api, h, $, fill } from "./ui.js";
+import { subscribe } from "./bus.js";
 
 const PAGES = {
   "workflow.run": (id) => ({ href: `/workflow-runs/${id}`, text: "Open the workflow run: its graph of steps" }),
@@ -17,8 +18,7 @@ async function parentLink(job) {
   return PARENT_PAGES[await parentType]?.(job.parent_job_id) || null;
 }
 
-document.addEventListener("sy:job", async (ev) => {
-  const job = ev.detail;
+subscribe("job", async ({ job }) => {
   const links = [PAGES[job.job_type]?.(job.id), await parentLink(job)].filter(Boolean);
   const box = $("#j-links");
   box.hidden = !links.length;

@@ -2,6 +2,7 @@
    created anywhere (the API, the CLI, a spawn, beat) comes in by its first status event; one
    older than the last row belongs on a later page. Every row carries data-job-id and data-status. */
 import { api, h, $, fill, time, badge, jobLink, empty, fail, duration, between, breakable } from "./ui.js";
+import { publish } from "./bus.js";
 
 export const TERMINAL = new Set(["completed", "failed", "canceled"]);
 const JOB_PAGE = 50;
@@ -38,15 +39,24 @@ function leavePage(id) {
   if (offPage.size > 2000) offPage.delete(offPage.values().next().value);
 }
 
+// The type of each job read, listed or not (a filtered-out job's too), for knownType().
+const types = new Map();
+function rememberType(job) {
+  types.set(job.id, job.job_type);
+  if (types.size > 2000) types.delete(types.keys().next().value);
+}
+
 /** Update a listed job's row, or insert a new one where the table's order puts it. */
 function upsertRow(job) {
   const existing = rows.get(job.id);
+  rememberType(job);
   if (!existing && filter.value && job.status !== filter.value) return;
   ensureTable();
   const tr = existing ? existing.tr : h("tr", { dataset: { jobId: job.id } });
   tr.dataset.status = job.status;
   tr.replaceChildren(...jobCells(job, existing?.tr));
   rows.set(job.id, { job, tr });
+  rememberType(job);
   addJobType(job.job_type);
   if (existing) return;
   const before = [...tbody.children].find((el) => el !== tr && newer(job, rows.get(el.dataset.jobId).job));
@@ -94,7 +104,9 @@ async function refreshJob(id) {
   try {
     do {
       fetching.set(id, false);
-      upsertRow(await api("GET", `/api/jobs/${encodeURIComponent(id)}`));
+      const job = await api("GET", `/api/jobs/${encodeURIComponent(id)}`);
+      upsertRow(job);
+      publish({ type: "job", job });
     } while (fetching.get(id));
   } catch (e) { /* gone, or not ours to see */ } finally {
     fetching.delete(id);
@@ -103,7 +115,16 @@ async function refreshJob(id) {
 
 /** A job this page just made (a launch, a submitted job, an approval's execution). */
 export async function addJob(id) {
-  try { upsertRow(await api("GET", `/api/jobs/${encodeURIComponent(id)}`)); } catch (e) { fail(e); }
+  try {
+    const job = await api("GET", `/api/jobs/${encodeURIComponent(id)}`);
+    upsertRow(job);
+    publish({ type: "job", job });
+  } catch (e) { fail(e); }
+}
+
+/** The type of a job the table has read, else null. */
+export function knownType(id) {
+  return rows.get(id)?.job.job_type ?? types.get(id) ?? null;
 }
 
 // The job form's list of types: every type the table has shown.
@@ -128,7 +149,10 @@ export function onJobEvent(e) {
     row.tr.dataset.status = status;
     row.tr.querySelector(".badge").replaceWith(badge(status));
   }
-  // A job not listed (created anywhere: the API, the CLI, a spawn, beat) comes in here.
-  const fits = row ? moved : !offPage.has(e.job_id) && (!filter.value || filter.value === status);
-  if (e.live && fits) refreshJob(e.job_id);
+  // A job not listed (created anywhere: the API, the CLI, a spawn, beat) comes in here; one the
+  // filter hides is read too (the panels hear of it as "job"), and left out by upsertRow.
+  const fits = row ? moved : !offPage.has(e.job_id);
+  if (!e.live) return;
+  if (fits) refreshJob(e.job_id);
+  else if (!row) publish({ type: "job", job: { id: e.job_id, status, job_type: types.get(e.job_id) ?? null } });
 }

@@ -1,8 +1,7 @@
 /* The monitor: queues (depth, oldest waiting, throughput chart), workers, failed jobs, canary. */
-"use strict";
+import { api, h, svg, $, clear, fill, time, badge, jobLink, empty, busy, flash, fail, duration, short, now, breakable } from "./ui.js";
 
-(() => {
-  const { api, h, svg, $, clear, fill, time, badge, jobLink, empty, busy, flash, fail, duration, short } = SY;
+{
   const POLL_MS = 2000;
   const FAILED_EVERY = 3; // polls
   const DEPTH_SAMPLES = 150; // 5 minutes of depth seen by this page
@@ -16,7 +15,7 @@
   /** 60 bars, one a minute, oldest on the left: completed jobs in the last hour. */
   function throughputChart(series) {
     const perMinute = new Map((series || []).map((p) => [Math.floor(Date.parse(p.minute) / 60000), p.completed]));
-    const nowMin = Math.floor(SY.now() / 60000);
+    const nowMin = Math.floor(now() / 60000);
     const values = [];
     for (let m = nowMin - 59; m <= nowMin; m++) values.push(perMinute.get(m) || 0);
     const peak = Math.max(1, ...values);
@@ -105,7 +104,7 @@
             ["Waiting", "wide-only"], ["Oldest", "wide-only"], ["Done/h"], ["Failed/h"]]
             .map(([t, cls]) => h("th", { scope: "col", class: cls }, t)))),
           h("tbody", {}, rows.map((r) => h("tr", { dataset: { jobType: r.job_type } },
-            h("td", { class: "type" }, SY.breakable(r.job_type)), h("td", { class: "num queued" }, r.queued),
+            h("td", { class: "type" }, breakable(r.job_type)), h("td", { class: "num queued" }, r.queued),
             h("td", { class: "num wide-only" }, r.scheduled), h("td", { class: "num wide-only" }, r.running),
             h("td", { class: "num wide-only" }, r.waiting),
             h("td", { class: "num wide-only" }, r.oldest_queued_seconds === null ? "—" : duration(r.oldest_queued_seconds)),
@@ -220,7 +219,7 @@
       renderQueues(queues);
       renderWorkers(workers.items);
       if (polls++ % FAILED_EVERY === 0) await loadFailed();
-      fill($("#updated"), "Updated ", time(new Date(SY.now()).toISOString()), ".");
+      fill($("#updated"), "Updated ", time(new Date(now()).toISOString()), ".");
     } catch (e) {
       fill($("#updated"), h("span", { class: "error" }, `Update failed: ${e.message}`));
     } finally {
@@ -230,4 +229,4 @@
 
   loadProjects().catch(fail).finally(poll);
   setInterval(() => { if (!paused && !document.hidden) poll(); }, POLL_MS);
-})();
+}

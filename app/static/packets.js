@@ -1,6 +1,9 @@
 /* The phase packets on the project page: what the agents found and propose, each proposed
    action with the state of its approval. */
 import { api, h, $, fill, time, badge, jobLink, pretty, empty, fail, debounce } from "./ui.js";
+import { subscribe } from "./bus.js";
+import { touchesProject } from "./job_kinds.js";
+import { knownType } from "./jobs_table.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const PHASES = ["idea", "validation", "build", "launch", "growth"]; // tasks/startup/phases.py
@@ -37,8 +40,7 @@ async function load() {
 }
 
 const reload = debounce(() => load().catch(fail), 500);
-document.addEventListener("sy:event", ({ detail: e }) => {
-  // A decision enqueues its execution (a status event), a packet job ends with a log line.
-  if (e.live && (e.type === "status" || e.type === "log")) reload();
-});
+// A decision enqueues its execution (a status event), a packet job ends with a log line.
+subscribe("job", ({ job }) => { if (touchesProject(job.job_type)) reload(); });
+subscribe("log", (e) => { if (e.live && touchesProject(knownType(e.job_id))) reload(); });
 load().catch(fail);

@@ -1,6 +1,8 @@
 /* The project page's Plans panel: a goal handed to the planner (it writes a plan of tasks, which
    waits for approval unless told not to), and the project's plans with their live statuses. */
 import { api, h, $, fill, time, badge, empty, busy, flash, fail, debounce, fields } from "./ui.js";
+import { subscribe } from "./bus.js";
+import { isKind } from "./job_kinds.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const box = $("#plans");
@@ -37,7 +39,5 @@ form.addEventListener("submit", (ev) => {
 });
 
 const refresh = debounce(() => loadPlans().catch(fail), 600);
-// A plan's status moves with its job's: the job's status events are the cue.
-document.addEventListener("sy:event", (ev) => {
-  if (ev.detail.type === "status" && ev.detail.live) refresh();
-});
+// A plan's status moves with its jobs' (plan.generate, its tasks' agent.task): those are the cue.
+subscribe("job", ({ job }) => { if (isKind(job.job_type, "plan.", "agent.")) refresh(); });

@@ -1,7 +1,7 @@
 /* A project's page: its parts (one module each) loaded, then fed by the project's live stream. */
 import { h, $, fill, fail, stream } from "./ui.js";
 import { loadProject, refreshProject } from "./project_header.js";
-import { TERMINAL, loadJobs, onJobEvent } from "./jobs_table.js";
+import { TERMINAL, loadJobs, onJobEvent, knownType } from "./jobs_table.js";
 import "./job_form.js";
 import "./code_task_form.js";
 import { addToFeed } from "./feed.js";
@@ -15,22 +15,29 @@ import { loadWorkflows } from "./workflows_panel.js";
 import "./workflow_save.js";
 import { loadPlans } from "./plans_panel.js";
 import { loadFunctions } from "./functions_panel.js";
+import { publish, subscribe } from "./bus.js";
+import { touchesProject } from "./job_kinds.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const TAIL = 100; // the stream opens this many events back; older ones on demand
 
+// Every event reaches the panels through the bus, by type (each panel module subscribes to its
+// own: packets.js, effects.js, artifacts.js, plans_panel.js, …); these are the page's.
 function onEvent(e) {
-  document.dispatchEvent(new CustomEvent("sy:event", { detail: e })); // packets.js, effects.js, artifacts.js
   addToFeed(e);
-  if (e.type === "delta") { onDelta(e); return; }
-  if (!e.job_id) return;
-  onJobEvent(e);
-  if (e.type === "status" && TERMINAL.has(e.data?.status)) {
-    onChatJobEnd(e);
-    if (e.live) { refreshApprovals(); refreshMemory(); refreshProject(); }
-  }
-  if (e.type === "log" && e.live) refreshApprovals();
+  publish(e);
 }
+subscribe("delta", onDelta);
+for (const type of ["status", "step"]) subscribe(type, (e) => { if (e.job_id) onJobEvent(e); });
+subscribe("status", (e) => { if (e.job_id && TERMINAL.has(e.data?.status)) onChatJobEnd(e); });
+// The inbox, the memory and the head follow the jobs that touch the project (an approval is
+// proposed while a job runs or waits, memory written and the phase moved by the time it ends).
+subscribe("job", ({ job }) => {
+  if (!touchesProject(job.job_type)) return;
+  refreshApprovals();
+  if (TERMINAL.has(job.status)) { refreshMemory(); refreshProject(); }
+});
+subscribe("log", (e) => { if (e.live && touchesProject(knownType(e.job_id))) refreshApprovals(); });
 
 async function start() {
   try {

@@ -1,8 +1,7 @@
 /* The projects list and the create form. */
-"use strict";
+import { api, h, $, fill, time, empty, busy, flash } from "./ui.js";
 
-(() => {
-  const { api, h, $, fill, time, empty, busy, flash } = SY;
+{
   const list = $("#projects");
 
   function render(items) {
@@ -44,4 +43,4 @@
   });
 
   load();
-})();
+}

@@ -1,10 +1,9 @@
-/* Switchyard UI core: API calls, DOM building, times, live streams. Every page script uses it:
-   modules import it, the classic scripts (job.js, monitor.js, projects.js) read window.SY. */
+/* Switchyard UI core: API calls, DOM building, times, live streams. Every page script is an ES
+   module that imports it; the page's events travel on bus.js. */
 
 const csrf = document.querySelector('meta[name="csrf-token"]')?.content || "";
 const serverNow = Date.parse(document.documentElement.dataset.serverNow || "") || Date.now();
 const skew = serverNow - Date.now(); // server clock minus browser clock, at load
-const loadedAt = serverNow;
 
 class ApiError extends Error {
   constructor(status, code, message, details) {
@@ -161,6 +160,8 @@ const EVENT_TYPES = ["status", "step", "log", "delta", "tool_call", "tool_result
  * dropped connection the browser comes back by itself with Last-Event-ID (which the server
  * prefers to the URL's cursor or tail); when it gives up (a 429 or 503), the stream is opened
  * again after a pause, from the last id it saw (?cursor=).
+ * An event is `live` once the server's `replayed` marker came (the end of the first replay: the
+ * history the page opened at); what a reconnect replays happened since, and is live too.
  */
 function stream(url, onEvent, indicator) {
   const seen = new Set();
@@ -170,6 +171,7 @@ function stream(url, onEvent, indicator) {
   let closed = false;
   let timer = null;
   let failures = 0;
+  let live = false; // until the server says its replay of the history is over
   const setState = (state, text) => {
     if (!indicator) return;
     indicator.dataset.state = state;
@@ -189,7 +191,7 @@ function stream(url, onEvent, indicator) {
     if (seen.has(e.id)) return;
     seen.add(e.id);
     if (seen.size > SEEN_LIMIT) seen.delete(seen.values().next().value);
-    e.live = Date.parse(e.created_at) >= loadedAt - 3000; // false while history replays
+    e.live = live;
     onEvent(e);
   };
   function open() {
@@ -202,6 +204,7 @@ function stream(url, onEvent, indicator) {
       timer = setTimeout(open, Math.min(30000, 1000 * 2 ** failures++));
     };
     for (const type of EVENT_TYPES) source.addEventListener(type, receive);
+    source.addEventListener("replayed", () => { live = true; });
   }
   open();
   return {
@@ -227,4 +230,3 @@ export const SY = { api, ApiError, h, svg, $, clear, fill, append, breakable, sh
   duration, between, badge, jobLink, pretty, empty, flash, fail, busy, stream, debounce, fields, now };
 export { api, ApiError, h, svg, $, clear, fill, append, breakable, short, time, ago, absolute, duration,
   between, badge, jobLink, pretty, empty, flash, fail, busy, stream, debounce, fields, now };
-globalThis.SY = SY; // for the classic scripts, which run after this module (document order)

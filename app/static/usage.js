@@ -1,5 +1,6 @@
 /* The job page's LLM usage: tokens and dollars per step and in total, refreshed as the job moves. */
 import { api, h, $, fill, empty, debounce } from "./ui.js";
+import { subscribe } from "./bus.js";
 
 const enc = encodeURIComponent($("#job").dataset.jobId);
 const box = $("#llm-usage");
@@ -30,5 +31,5 @@ async function load() {
 }
 
 const reload = debounce(load, 300);
-document.addEventListener("sy:job", reload);
+subscribe("job", reload);
 load();

@@ -4,6 +4,8 @@
 import { api, h, $, fill, time, badge, empty, busy, flash, fail, debounce, short } from "./ui.js";
 import { drawDag } from "./dag.js";
 import { versionButtons, pressVersion } from "./version_picker.js";
+import { subscribe } from "./bus.js";
+import { isKind } from "./job_kinds.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const box = $("#workflows");
@@ -101,6 +103,4 @@ async function loadRuns() {
 
 const refreshRuns = debounce(() => loadRuns().catch(fail), 500);
 // A run's job changes status as it waits for its steps and ends: its row follows.
-document.addEventListener("sy:event", (ev) => {
-  if (chosen && ev.detail.type === "status" && ev.detail.live) refreshRuns();
-});
+subscribe("job", ({ job }) => { if (chosen && isKind(job.job_type, "workflow.run")) refreshRuns(); });

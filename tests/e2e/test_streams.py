@@ -133,6 +133,7 @@ class Listener(threading.Thread):
     websocket: bool = False
     events: list[dict] = field(default_factory=list)
     comments: list[str] = field(default_factory=list)
+    replayed: list[tuple[int, dict]] = field(default_factory=list)  # (events before it, data)
     status: int | None = None
     ended_by_server: bool = False
     error: BaseException | None = None
@@ -174,6 +175,10 @@ class Listener(threading.Thread):
                 elif line:
                     name, _, value = line.partition(":")
                     fields[name] = value[1:] if value.startswith(" ") else value
+                elif fields.get("event") == "replayed":  # the replay's end: no event of the log
+                    assert "id" not in fields, fields
+                    self.replayed.append((len(self.events), json.loads(fields["data"])))
+                    fields = {}
                 elif fields:
                     event = json.loads(fields["data"])
                     assert fields["id"] == str(event["id"]), fields

@@ -9,8 +9,9 @@ recent window, and the chat answered its oldest 500 messages only.
 from __future__ import annotations
 
 import json
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -77,12 +78,20 @@ def read_sse(caller: Caller, url: str, headers: dict[str, str] | None = None) ->
             text = chunk.decode() if isinstance(chunk, bytes) else chunk
             if text.startswith(": keep-alive"):
                 break
-            data = [line for line in text.splitlines() if line.startswith("data: ")]
-            if data:
-                ids.append(json.loads(data[0][6:])["id"])
+            name, data = _frame(text)
+            if data is not None and name != "replayed":
+                ids.append(data["id"])
     finally:
         response.close()
     return ids
+
+
+def _frame(text: str) -> tuple[str | None, Any]:
+    """An SSE frame's `event:` name and its `data:` JSON (None, None for a comment)."""
+    fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line
+                  and not line.startswith(":"))
+    data = fields.get("data")
+    return fields.get("event"), (json.loads(data) if data is not None else None)
 
 
 # --- item 5: Last-Event-ID, bounded replay, a recent window, older pages ------------------------
@@ -212,6 +221,88 @@ def test_a_jobs_older_events_and_another_owners_are_not_found(alice: Caller, cli
     bob = _caller(client, "bob")
     assert bob.get(f"/api/jobs/{job}/events/history").status_code == 404
     assert bob.get(f"/api/projects/{alice.project}/events/history").status_code == 404
+
+
+# --- issue 22: the server marks where a replay ends -------------------------------------------
+
+def read_frames(caller: Caller, url: str, until: Callable[[list[tuple[str, Any]]], bool],
+                during: Callable[[list[tuple[str, Any]]], None] = lambda frames: None,
+                seconds: float = 10) -> list[tuple[str, Any]]:
+    """(event name, data) of every frame a stream sends, with `("id", n)` for an event's id
+    line, until `until(frames)` or the stream ends; `during(frames)` runs at each frame."""
+    response = caller.client.get(url, headers=caller.headers(), buffered=False)
+    assert response.status_code == 200, response.get_data(True)
+    frames: list[tuple[str, Any]] = []
+    deadline = time.monotonic() + seconds
+    try:
+        for chunk in response.response:
+            text = chunk.decode() if isinstance(chunk, bytes) else chunk
+            if not text.startswith(":"):
+                id_lines = [line[4:] for line in text.splitlines() if line.startswith("id: ")]
+                name, data = _frame(text)
+                frames.append((name or "message", data))
+                if id_lines:
+                    assert [data["id"]] == [int(i) for i in id_lines]
+                else:
+                    assert name == "replayed", f"an event with no id: line: {text!r}"
+            during(frames)
+            if until(frames) or time.monotonic() > deadline:
+                break
+    finally:
+        response.close()
+    return frames
+
+
+def test_a_stream_marks_the_end_of_its_replay_once_before_live_events(
+        alice: Caller, hub: EventHub) -> None:
+    # Given a project with stored events, and a stream opened ten events back
+    ids = add_events(alice.project, 30)
+    url = f"/api/projects/{alice.project}/events?tail=10"
+    live: list[int] = []
+
+    def write_live_after_marker(frames: list[tuple[str, Any]]) -> None:
+        if frames and frames[-1][0] == "replayed" and not live:
+            live.extend(add_events(alice.project, 3))
+
+    # When it reads the replay, and events are written once the marker came
+    frames = read_frames(alice, url, until=lambda f: len(f) >= 10 + 1 + 3,
+                         during=write_live_after_marker)
+    names = [name for name, _ in frames]
+    # Then the marker comes exactly once: after the ten replayed, before the three live ones
+    assert names.count("replayed") == 1, names
+    assert [d["id"] for n, d in frames[:10]] == ids[-10:]
+    assert frames[10] == ("replayed", {"cursor": ids[-1]})
+    assert [d["id"] for n, d in frames[11:]] == live
+    # (the replayed and live events keep their shape: `event: <type>`, an id, the event JSON)
+    assert {n for n, _ in frames[:10] + frames[11:]} == {"log"}
+    assert set(frames[0][1]) == {"id", "job_id", "project_id", "type", "message", "data",
+                                 "created_at"}
+
+
+def test_an_empty_replay_is_marked_too_and_a_resume_says_where_it_starts(
+        alice: Caller, hub: EventHub) -> None:
+    ids = add_events(alice.project, 5)
+    base = f"/api/projects/{alice.project}/events"
+    first = lambda frames: bool(frames)  # noqa: E731
+    assert read_frames(alice, f"{base}?tail=0", until=first) == [("replayed", {"cursor": ids[-1]})]
+    assert read_frames(alice, f"{base}?cursor={ids[-1]}", until=first) == \
+        [("replayed", {"cursor": ids[-1]})]
+
+
+def test_an_ended_jobs_stream_replays_marks_and_ends(alice: Caller, hub: EventHub) -> None:
+    # Given a job that has ended, with its events stored
+    job = alice.job(run_after="2099-01-01T00:00:00+00:00")
+    pg.fetch("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
+             "SELECT %s, %s, 'log', 'n', '{}' FROM generate_series(1, 3)", (job, alice.project))
+    pg.fetch("UPDATE agent_jobs SET status = 'canceled' WHERE id = %s", (job,))
+    pg.fetch("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
+             "VALUES (%s, %s, 'status', 'canceled', '{\"status\": \"canceled\"}')",
+             (job, alice.project))
+    # When its stream is read to the end: every event, then the marker, once, then the end
+    frames = read_frames(alice, f"/api/jobs/{job}/events", until=lambda f: False)
+    names = [n for n, _ in frames]
+    assert names[-1] == "replayed" and names.count("replayed") == 1, names
+    assert names[-2] == "status" and frames[-1][1] == {"cursor": frames[-2][1]["id"]}
 
 
 # --- item 7: the chat pages newest first -------------------------------------------------------

@@ -28,6 +28,15 @@ def exports(source: str) -> set[str]:
 MODULES = sorted(p.name for p in STATIC.glob("*.js") if IMPORT.search(p.read_text()))
 
 
+def test_every_page_script_is_a_module_and_reads_no_global() -> None:
+    """Issue 22: no classic script is left, so nothing reads the window.SY of old."""
+    templates = STATIC.parent / "templates"
+    scripts = re.findall(r"<script[^>]*>", "".join(p.read_text() for p in templates.glob("*.html")))
+    assert scripts and all('type="module"' in tag for tag in scripts), scripts
+    for path in STATIC.glob("*.js"):
+        assert not re.search(r"\bSY\.|=\s*SY;|globalThis\.SY", path.read_text()), path.name
+
+
 def test_the_project_page_is_split_into_modules() -> None:
     assert {"project.js", "jobs_table.js", "chat.js", "feed.js", "inbox.js"} <= set(MODULES)
 

@@ -292,12 +292,12 @@ def test_an_empty_replay_is_marked_too_and_a_resume_says_where_it_starts(
 def test_an_ended_jobs_stream_replays_marks_and_ends(alice: Caller, hub: EventHub) -> None:
     # Given a job that has ended, with its events stored
     job = alice.job(run_after="2099-01-01T00:00:00+00:00")
-    pg.fetch("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
-             "SELECT %s, %s, 'log', 'n', '{}' FROM generate_series(1, 3)", (job, alice.project))
-    pg.fetch("UPDATE agent_jobs SET status = 'canceled' WHERE id = %s", (job,))
-    pg.fetch("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
-             "VALUES (%s, %s, 'status', 'canceled', '{\"status\": \"canceled\"}')",
-             (job, alice.project))
+    pg.execute("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
+               "SELECT %s, %s, 'log', 'n', '{}' FROM generate_series(1, 3)", (job, alice.project))
+    pg.execute("UPDATE agent_jobs SET status = 'canceled' WHERE id = %s", (job,))
+    pg.execute("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
+               "VALUES (%s, %s, 'status', 'canceled', '{\"status\": \"canceled\"}')",
+               (job, alice.project))
     # When its stream is read to the end: every event, then the marker, once, then the end
     frames = read_frames(alice, f"/api/jobs/{job}/events", until=lambda f: False)
     names = [n for n, _ in frames]

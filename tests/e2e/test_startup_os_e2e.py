@@ -197,6 +197,9 @@ class SseClient(threading.Thread):
                     name, _, value = line.partition(":")
                     fields[name] = value[1:] if value.startswith(" ") else value
                 elif fields:
+                    if fields.get("event") == "replayed":  # where the replay ends: no event
+                        fields = {}
+                        continue
                     event = json.loads(fields.pop("data"))
                     fields = {}
                     event["received_at"] = time.time()

@@ -442,7 +442,9 @@ def test_a_rate_limited_job_waits_out_the_pause_without_losing_an_attempt(
     # When a job calls it, and a job of another project comes along during the pause
     first = new_job(project, "test.llm_call", {"base_url": fake_anthropic.url, "text": "one"})
     wait_until(lambda: fake_anthropic.count >= 1, what="the first call")
-    assert paused_for("anthropic") > 0
+    # The fake counts the request before its 429 reaches the worker, which then records the
+    # pause: wait for that (the pause lasts a second), not for the request alone.
+    wait_until(lambda: paused_for("anthropic") > 0, what="the provider's pause")
     second = new_job(other_project, "test.llm_call",
                      {"base_url": fake_anthropic.url, "text": "two"})
 

@@ -17,6 +17,8 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
+from tasks.engine.registry import integral
+
 NO_NUL = r"^[^\x00]*$"
 
 
@@ -36,13 +38,8 @@ class _Storable:
         return {**handler(schema), "pattern": NO_NUL}
 
 
-def _integral(value: Any) -> Any:
-    """JSON has one number type: 2.0 is the integer 2 (as JSON Schema says); 2.5 is not."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
 Text = Annotated[str, _Storable()]
-Integral = BeforeValidator(_integral)  # after the bounds in Annotated[...], or their schema breaks
+Integral = BeforeValidator(integral)  # after the bounds in Annotated[...], or their schema breaks
 
 
 def has_nul(value: Any) -> bool:

@@ -5,12 +5,12 @@
 import { api, h, $, fill, empty, pretty, short, fail } from "./ui.js";
 import { diffView } from "./diff_view.js";
 import { subscribe } from "./bus.js";
+import { TERMINAL } from "./job_kinds.js";
 
 const enc = encodeURIComponent($("#job").dataset.jobId);
 const TYPES = ["phase", "plan", "tool_call", "tool_result", "verify", "debug_mode", "diff", "pull_request"];
 const PHASES = ["clone", "map", "explore", "plan", "build", "verify", "deliver"];
 const PHASE_STATE = { done: "done", running: "running", pending: "not started", skipped: "skipped", stopped: "stopped" };
-const TERMINAL = new Set(["completed", "failed", "canceled"]);
 const box = $("#coding");
 const callList = $("#coding-calls");
 const roundList = $("#coding-verify");

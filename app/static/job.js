@@ -4,6 +4,7 @@
 import { api, h, $, clear, fill, time, badge, jobLink, pretty, empty, busy, flash, fail, debounce,
   duration, between, short, stream } from "./ui.js";
 import { publish } from "./bus.js";
+import { TERMINAL } from "./job_kinds.js";
 // The job page's parts, imported first: each has subscribed before the job is published.
 import "./usage.js";
 import "./checks.js";
@@ -14,7 +15,6 @@ import "./function_calls.js";
 {
   const jid = $("#job").dataset.jobId;
   const enc = encodeURIComponent(jid);
-  const TERMINAL = new Set(["completed", "failed", "canceled"]);
   let job = null;
   let projectName = null;
 

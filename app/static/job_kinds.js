@@ -2,6 +2,7 @@
    on the bus as "job" (the jobs table publishes each job it reads, and a bare { id, status,
    job_type: null } for one it will not read): a job whose type is unknown concerns them all. */
 
+/** The statuses a job ends in (tasks.engine.status.TERMINAL): the one list the pages use. */
 export const TERMINAL = new Set(["completed", "failed", "canceled"]);
 
 /** The engine's own jobs (the canary, …) touch nothing shown beyond their own row. */

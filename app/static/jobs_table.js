@@ -3,8 +3,8 @@
    older than the last row belongs on a later page. Every row carries data-job-id and data-status. */
 import { api, h, $, fill, time, badge, jobLink, empty, fail, duration, between, breakable } from "./ui.js";
 import { publish } from "./bus.js";
+import { TERMINAL } from "./job_kinds.js";
 
-export const TERMINAL = new Set(["completed", "failed", "canceled"]);
 const JOB_PAGE = 50;
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const rows = new Map(); // job id -> { job, tr }

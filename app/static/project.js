@@ -1,7 +1,8 @@
 /* A project's page: its parts (one module each) loaded, then fed by the project's live stream. */
 import { h, $, fill, fail, stream } from "./ui.js";
 import { loadProject, refreshProject } from "./project_header.js";
-import { TERMINAL, loadJobs, onJobEvent, knownType } from "./jobs_table.js";
+import { loadJobs, onJobEvent, knownType } from "./jobs_table.js";
+import { TERMINAL, touchesProject } from "./job_kinds.js";
 import "./job_form.js";
 import "./code_task_form.js";
 import { addToFeed } from "./feed.js";
@@ -16,7 +17,6 @@ import "./workflow_save.js";
 import { loadPlans } from "./plans_panel.js";
 import { loadFunctions } from "./functions_panel.js";
 import { publish, subscribe } from "./bus.js";
-import { touchesProject } from "./job_kinds.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const TAIL = 100; // the stream opens this many events back; older ones on demand

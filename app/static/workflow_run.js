@@ -6,10 +6,10 @@ import { api, h, $, fill, time, badge, jobLink, pretty, empty } from "./ui.js";
 import { drawDag } from "./dag.js";
 import { follow, nameProject, stepCells } from "./followed_page.js";
 import { pendingApprovals, decisionButtons } from "./gate.js";
+import { TERMINAL } from "./job_kinds.js";
 
 const jid = $("#run").dataset.jobId;
 const enc = encodeURIComponent(jid);
-const TERMINAL = new Set(["completed", "failed", "canceled"]);
 let run = null;
 let specSteps = new Map(); // the run's spec by step name: each step's job type and dependencies
 let projectId = null;

@@ -65,13 +65,17 @@ class JobType:
                                  details={"fields": fields}) from None
 
 
-def _integral_floats(value: Any) -> Any:
+def integral(value: Any) -> Any:
     """JSON has one number type: 2.0 is the integer 2 (as JSON Schema says); 2.5 is not."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _integral_floats(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _integral_floats(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_integral_floats(v) for v in value]
-    return int(value) if isinstance(value, float) and value.is_integer() else value
+    return integral(value)
 
 
 _registry: dict[str, JobType] = {}

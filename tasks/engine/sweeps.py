@@ -49,7 +49,7 @@ DISPATCH_DUE = _dispatch(
 # later. A wake-up a busy worker prefetched looks the same; its duplicate is harmless.
 SENT_NOT_SEEN = ("dispatched_at < now() - make_interval(secs => %(lag)s) "
                  "AND run_after <= now() - make_interval(secs => %(lag)s)")
-QUEUES_SENT_NOT_SEEN = (f"SELECT DISTINCT queue AS queue FROM agent_jobs "
+QUEUES_SENT_NOT_SEEN = (f"SELECT DISTINCT queue FROM agent_jobs "
                         f"WHERE status = 'queued' AND {SENT_NOT_SEEN}")
 REDISPATCH_LOST = _dispatch(f"queue = ANY(%(queues)s) AND {SENT_NOT_SEEN}")
 

@@ -71,14 +71,14 @@ def put(project_id: str, name: str, value: str) -> bool:
     MAX_PER_PROJECT + 1st (two new names set at the same instant may both pass)."""
     key = _key()
     pid = str(project_id)
-    return bool(pg.fetch_dicts(
+    return pg.execute(
         "INSERT INTO project_secrets (project_id, name, ciphertext, key_id) "
         "SELECT %(p)s, %(n)s, %(c)s, %(k)s WHERE EXISTS (SELECT 1 FROM project_secrets "
         "WHERE project_id = %(p)s AND name = %(n)s) OR (SELECT count(*) FROM project_secrets "
         f"WHERE project_id = %(p)s) < {MAX_PER_PROJECT} "
         "ON CONFLICT (project_id, name) DO UPDATE SET ciphertext = EXCLUDED.ciphertext, "
-        "key_id = EXCLUDED.key_id, updated_at = now() RETURNING 1",
-        {"p": pid, "n": name, "c": seal(key, pid, name, value), "k": key_id(key)}))
+        "key_id = EXCLUDED.key_id, updated_at = now()",
+        {"p": pid, "n": name, "c": seal(key, pid, name, value), "k": key_id(key)}) > 0
 
 
 def listing(project_id: str) -> list[SecretInfo]:

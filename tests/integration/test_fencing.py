@@ -8,6 +8,7 @@ import threading
 from tasks.engine import pg, runner, store, sweeps
 from tasks.engine.events import status_data, step_data
 from tasks.engine.status import JobStatus
+from tests.conftest import in_process_worker_paused
 from tests.integration.jobdb import (
     job,
     new_job,
@@ -76,8 +77,11 @@ def test_a_finish_by_an_older_run_is_refused(project) -> None:
     first = _claim(project)
     pg.execute("UPDATE agent_jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = %s",
                (first.id,))
-    sweeps.run_sweeps(tick=sweeps.current_tick() + 1000)
-    second = store.claim(first.id, "host:2")
+    # (the reclaim publishes a wake-up: the session worker, if an earlier test started it,
+    # must not take the job before host:2 does)
+    with in_process_worker_paused():
+        sweeps.run_sweeps(tick=sweeps.current_tick() + 1000)
+        second = store.claim(first.id, "host:2")
     assert second is not None
     # When the first run, back from the dead, tries to finish
     done = [store.event(store.Order.STATUS, "status", "completed",

@@ -19,7 +19,6 @@ from tasks.engine.errors import (
     Suspend,
     SwitchyardError,
 )
-from tasks.engine.events import status_data
 from tasks.engine.pg import DatabaseUnavailable, is_connection_error
 from tasks.engine.retry import Fail, Retry, RetryLimits, RetryPolicy, decide
 from tasks.engine.status import JobStatus
@@ -129,13 +128,9 @@ def _run_handler(job: store.ClaimedJob, worker: str) -> str:
 
 def _finish(ctx: JobContext, new: JobStatus, **kwargs: Any) -> str:
     """Write the run's last move, then whatever follows it (control.after_transition)."""
-    # A retry or a failure says why in its event, as the sweeps' moves do.
-    reason = kwargs.get("error")
-    status_event = store.event(store.Order.STATUS, "status", new.value,
-                               status_data(new, S.RUNNING, reason))
-    events = [*ctx.pending_step_event(), status_event]
     try:
-        done = store.finish(ctx.owner, ctx.next_write(), new, ctx.pending, events, **kwargs)
+        done = store.finish(ctx.owner, ctx.next_write(), new, ctx.pending,
+                            ctx.pending_step_event(), **kwargs)
     except psycopg.DataError as exc:
         # The database refused what the job produced: record the failure without it,
         # so the job still reaches a terminal state instead of staying `running`.
@@ -143,10 +138,7 @@ def _finish(ctx: JobContext, new: JobStatus, **kwargs: Any) -> str:
                                                "job_id": str(ctx.job_id)})
         ctx.pending = None
         refused = f"the database refused the job's output: {exc.diag.message_primary}"
-        status_event = store.event(store.Order.STATUS, "status", S.FAILED.value,
-                                   status_data(S.FAILED, S.RUNNING, refused))
-        done = store.finish(ctx.owner, ctx.next_write(), S.FAILED, None, [status_event],
-                            error=refused)
+        done = store.finish(ctx.owner, ctx.next_write(), S.FAILED, None, [], error=refused)
     if done is None:
         _log("ownership_lost", ctx.job_id, attempt=ctx.attempt)
         return "lost"

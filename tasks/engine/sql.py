@@ -107,13 +107,22 @@ def status_event(source: str, new: str, old: str, reason: str | None = None) -> 
     """INSERT of one `status` event per row of `source` (a CTE with id and project_id).
 
     `new`, `old` and `reason` are SQL expressions (column names or quoted literals).
-    Every status change the engine writes builds its event here, so the shape of
-    the stream (`{"status", "from", "reason"?}`) is defined once.
+    Every status change the engine writes builds its event here or, where the event
+    is written beside others in order (a run's finish), from status_data below.
     """
-    data = f"jsonb_build_object('status', {new}, 'from', {old}"
-    data += f", 'reason', {reason})" if reason is not None else ")"
     return (f"INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
-            f"SELECT id, project_id, 'status', {new}, {data} FROM {source}")
+            f"SELECT id, project_id, 'status', {new}, {status_data(new, old, reason)} "
+            f"FROM {source}")
+
+
+def status_data(new: str, old: str, reason: str | None = None) -> str:
+    """The jsonb of a status event, so the shape of the stream (`{"status", "from",
+    "reason"?}`) is defined once; a NULL or empty `reason` is left out."""
+    data = f"jsonb_build_object('status', {new}, 'from', {old})"
+    if reason is None:
+        return data
+    return (f"({data} || CASE WHEN NULLIF({reason}, '') IS NULL THEN '{{}}'::jsonb "
+            f"ELSE jsonb_build_object('reason', {reason}) END)")
 
 
 def lit(value: str) -> str:

@@ -19,7 +19,15 @@ from enum import IntEnum
 from typing import Any
 
 from tasks.engine import pg
-from tasks.engine.sql import MOVED_COLUMNS, due, lit, owns_run, running_under_key, status_event
+from tasks.engine.sql import (
+    MOVED_COLUMNS,
+    due,
+    lit,
+    owns_run,
+    running_under_key,
+    status_data,
+    status_event,
+)
 from tasks.engine.status import TERMINAL, IllegalTransition, JobStatus, can_transition, guard
 
 S = JobStatus
@@ -324,9 +332,15 @@ WITH job AS (
     RETURNING {_FINISHED_COLUMNS}
 ), done AS (<DONE>), ev AS (
     INSERT INTO agent_job_events (job_id, project_id, type, message, data)
-    SELECT job.id, job.project_id, e.type, e.message, e.data::jsonb
-    FROM job CROSS JOIN jsonb_to_recordset(%(events)s::jsonb)
-        AS e(ord int, type text, message text, data text)
+    SELECT job.id, job.project_id, e.type, e.message, e.data
+    FROM job CROSS JOIN LATERAL (
+        SELECT r.ord, r.type, r.message, r.data::jsonb AS data
+        FROM jsonb_to_recordset(%(events)s::jsonb) AS r(ord int, type text, message text,
+                                                        data text)
+        UNION ALL  -- the job's own move, always last; a retry or failure says why
+        SELECT {int(Order.STATUS)}, 'status', job.status,
+            {status_data("job.status", lit("running"), "%(error)s::text")}
+    ) e
     ORDER BY e.ord
 )
 SELECT {_FINISHED_COLUMNS} FROM job
@@ -370,7 +384,11 @@ def finish(
     wait_for: list[str] | None = None, wait_reason: str | None = None,
     wait_any: bool = False, wait_approvals: list[str] | None = None,
 ) -> Finished | None:
-    """Move a running job on (completed, failed, canceled, queued, waiting). None: not ours."""
+    """Move a running job on (completed, failed, canceled, queued, waiting). None: not ours.
+
+    `events` are the run's last step events; the statement adds the job's status event
+    after them (with `error` as its reason).
+    """
     if not can_transition(S.RUNNING, new):
         raise IllegalTransition(f"running -> {new}")
     params = owner.params() | _done_params(pending) | {

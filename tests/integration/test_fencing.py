@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from tasks.engine import pg, runner, store, sweeps
-from tasks.engine.events import status_data, step_data
+from tasks.engine.events import step_data
 from tasks.engine.status import JobStatus
 from tests.conftest import in_process_worker_paused
 from tests.integration.jobdb import (
@@ -64,10 +64,8 @@ def test_a_write_retried_after_its_commit_applies_once(project) -> None:
     assert step_events(run.id) == ["step-1"]
     assert tuples("SELECT attempts FROM job_steps WHERE job_id = %s", (run.id,)) == [(1,)]
     # And a finish retried after it committed still reports the move, once
-    done = [store.event(store.Order.STATUS, "status", "completed",
-                        status_data(S.COMPLETED, S.RUNNING))]
-    first = store.finish(owner, 2, S.COMPLETED, None, done, result="{}")
-    again = store.finish(owner, 2, S.COMPLETED, None, done, result="{}")
+    first = store.finish(owner, 2, S.COMPLETED, None, [], result="{}")
+    again = store.finish(owner, 2, S.COMPLETED, None, [], result="{}")
     assert first is not None and again is not None and again.status == S.COMPLETED
     assert status_history(run.id) == ["queued", "running", "completed"]
 
@@ -84,9 +82,7 @@ def test_a_finish_by_an_older_run_is_refused(project) -> None:
         second = store.claim(first.id, "host:2")
     assert second is not None
     # When the first run, back from the dead, tries to finish
-    done = [store.event(store.Order.STATUS, "status", "completed",
-                        status_data(S.COMPLETED, S.RUNNING))]
-    late = store.finish(store.Owner(first.id, first.token), 1, S.COMPLETED, None, done)
+    late = store.finish(store.Owner(first.id, first.token), 1, S.COMPLETED, None, [])
     # Then nothing is written for it; the second run still owns the job
     assert late is None
     row = job(first.id)

@@ -37,6 +37,9 @@ def test_retry_replays_completed_steps_and_reruns_only_the_failed_one(worker, pr
         ("step-3", "completed", {"n": 3}, 1), ("step-4", "completed", {"n": 4}, 2),
     ]
     assert status_history(job_id) == ["queued", "running", "queued", "running", "completed"]
+    assert tuples("SELECT data FROM agent_job_events WHERE job_id = %s AND type = 'status' "
+                  "ORDER BY id DESC LIMIT 1", (job_id,)) == [
+        ({"status": "completed", "from": "running"},)]
 
 
 def test_retries_exhausted_fail_with_the_last_error(worker, project):
@@ -48,6 +51,14 @@ def test_retries_exhausted_fail_with_the_last_error(worker, project):
                                  "(fail_first_attempts)")
     assert row["completed_at"] is not None
     assert status_history(job_id) == ["queued", "running", "queued", "running", "failed"]
+    # The feed: each move from running says why, after the failed step's own event
+    feed = tuples("SELECT type, data FROM agent_job_events WHERE job_id = %s ORDER BY id",
+                  (job_id,))
+    assert feed[-2][0] == "step" and feed[-2][1]["status"] == "failed"
+    assert feed[-1] == ("status", {"status": "failed", "from": "running",
+                                   "reason": row["last_error"]})
+    retry = [d for t, d in feed if t == "status" and d["status"] == "queued" and d["from"]]
+    assert retry == [{"status": "queued", "from": "running", "reason": row["last_error"]}]
     last = steps(job_id)[-1]
     assert (last["status"], last["attempts"]) == ("failed", 2)
     assert "failing on purpose" in last["error"]

@@ -40,13 +40,13 @@ def run_job(job_id: str) -> str:
         return "deferred"
     lifecycle.start_heartbeat()
     try:
-        claimed = store.claim(job_id, worker)
+        claimed = store.claim_or_why(job_id, worker)
     except DatabaseUnavailable:
         log.warning("claim gave up: database unreachable; the dispatch sweep re-sends",
                     extra={"action": "claim_abandoned", "job_id": str(job_id)})
         return "abandoned"
-    if claimed is None:
-        return _not_claimed(job_id)
+    if isinstance(claimed, store.NotClaimed):
+        return _not_claimed(job_id, claimed)
     # Heartbeats cover this run, by its token, from its claim until its last write.
     lifecycle.holding(claimed.token, claimed.id)
     try:
@@ -61,15 +61,12 @@ def run_job(job_id: str) -> str:
         lifecycle.released(claimed.token)
 
 
-def _not_claimed(job_id: str) -> str:
-    due_in = store.due_in(job_id)
-    if due_in is None:
+def _not_claimed(job_id: str, why: store.NotClaimed) -> str:
+    if not why.early:
         return "skipped"  # a duplicate or stale delivery: the run in progress is untouched
     # Early by the database's clock (a retry's countdown ran on a worker's clock): send
     # the wake-up again for when it is due, rather than wait for the dispatch sweep.
-    row = store.peek_queue(job_id)
-    if row is not None:
-        dispatch_quietly(job_id, *row, countdown=due_in + EARLY_SLACK)
+    dispatch_quietly(job_id, why.queue, why.priority, countdown=why.due_in + EARLY_SLACK)
     return "early"
 
 

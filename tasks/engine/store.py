@@ -110,7 +110,7 @@ WITH claimed AS (
         claim_token = %(token)s, write_seq = 0,
         locked_at = now(), heartbeat_at = now(), started_at = COALESCE(started_at, now()),
         updated_at = now()
-    WHERE id = %(id)s AND {guard(S.QUEUED, S.RUNNING)} AND run_after <= now()
+    WHERE id = %(id)s AND {guard(S.QUEUED, S.RUNNING)} AND {due()}
       AND <concurrency>
     RETURNING id, project_id, job_type, payload, attempts, max_attempts, timeout_seconds,
         cancel_requested, locked_at, free_retries, free_retry_since
@@ -127,8 +127,15 @@ SELECT c.id, c.project_id, c.job_type, c.payload, c.attempts AS attempt, c.max_a
     COALESCE(extract(epoch FROM now() - c.free_retry_since), 0)::float8 AS free_retry_seconds,
     (SELECT COALESCE(jsonb_agg(jsonb_build_array(s.name, s.status, s.output) ORDER BY s.seq),
                      '[]'::jsonb)
-     FROM job_steps s WHERE s.job_id = c.id) AS steps
+     FROM job_steps s WHERE s.job_id = c.id) AS steps,
+    NULL::jsonb AS why
 FROM mine c
+UNION ALL  -- nothing claimed: say why, so the delivery needs no second statement
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    jsonb_build_object('status', j.status, 'queue', j.queue, 'priority', j.priority,
+                       'key', j.concurrency_key,
+                       'due_in', extract(epoch FROM j.run_after - now())::float8)
+FROM agent_jobs j WHERE j.id = %(id)s AND NOT EXISTS (SELECT 1 FROM mine)
 """
 CLAIM_UNKEYED = _CLAIM.replace("<concurrency>", "concurrency_key IS NULL")
 # Taken under an advisory lock on the key, so the count cannot race.
@@ -138,16 +145,30 @@ CLAIM_KEYED = _CLAIM.replace(
     f"WHERE {running_under_key('%(key)s')}) < concurrency_limit",
 )
 
-KEY_OF_DUE = f"""
-SELECT concurrency_key FROM agent_jobs
-WHERE id = %s AND {due()} AND concurrency_key IS NOT NULL
-"""
-# How long until a queued job is due, by the database's clock (a retry's countdown ran
-# on a worker's, so its wake-up may come early).
-DUE_IN = """
-SELECT extract(epoch FROM run_after - now())::float8 AS due_in FROM agent_jobs
-WHERE id = %s AND status = 'queued' AND run_after > now()
-"""
+
+
+@dataclass(frozen=True)
+class NotClaimed:
+    """Why a delivery claimed nothing, from the claim's own statement.
+
+    `status` None: the job is gone. A queued job with `due_in` > 0 came early (a retry's
+    countdown ran on a worker's clock); otherwise it is a duplicate or stale delivery,
+    or its concurrency key has no free slot.
+    """
+
+    status: str | None = None
+    queue: str = ""
+    priority: int = 0
+    key: str | None = None
+    due_in: float = 0.0
+
+    @property
+    def early(self) -> bool:
+        return self.status == JobStatus.QUEUED and self.due_in > 0
+
+    @property
+    def keyed_and_due(self) -> bool:
+        return self.status == JobStatus.QUEUED and self.due_in <= 0 and self.key is not None
 
 
 def _claimed(row: dict[str, Any], token: uuid.UUID) -> ClaimedJob:
@@ -161,33 +182,36 @@ def _claimed(row: dict[str, Any], token: uuid.UUID) -> ClaimedJob:
 
 
 def claim(job_id: uuid.UUID | str, worker: str) -> ClaimedJob | None:
-    """Compare-and-set queued -> running under a fresh claim token.
+    """Compare-and-set queued -> running under a fresh claim token (None: not claimed)."""
+    outcome = claim_or_why(job_id, worker)
+    return outcome if isinstance(outcome, ClaimedJob) else None
 
-    None: a duplicate, stale or early delivery, or a key with no free slot.
+
+def claim_or_why(job_id: uuid.UUID | str, worker: str) -> ClaimedJob | NotClaimed:
+    """Claim the job, or say why not, in one statement; a job under a concurrency key
+    takes a second one, under the key's lock, so the count of its running jobs cannot race.
     """
     token = uuid.uuid4()
-    params = {"id": job_id, "worker": worker, "token": token}
-    row = pg.persist_one(CLAIM_UNKEYED, params)
-    if row is not None:
-        return _claimed(row, token)
-    probe = pg.persist_one(KEY_OF_DUE, (job_id,))
-    if probe is None:
-        return None
-    params["key"] = probe["concurrency_key"]
+    params: dict[str, Any] = {"id": job_id, "worker": worker, "token": token}
+    outcome = _claim_row(pg.persist_one(CLAIM_UNKEYED, params), token)
+    if not (isinstance(outcome, NotClaimed) and outcome.keyed_and_due):
+        return outcome
+    params["key"] = outcome.key
 
     def keyed() -> dict[str, Any] | None:
         with pg.transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (params["key"],))
             return pg.as_dict(conn.execute(CLAIM_KEYED, params))
 
-    row = pg.persisting(keyed)
-    return _claimed(row, token) if row is not None else None
+    return _claim_row(pg.persisting(keyed), token)
 
 
-def due_in(job_id: uuid.UUID | str) -> float | None:
-    """Seconds until a queued job is due; None when it is not queued or already due."""
-    row = pg.persist_one(DUE_IN, (job_id,))
-    return None if row is None else float(row["due_in"])
+def _claim_row(row: dict[str, Any] | None, token: uuid.UUID) -> ClaimedJob | NotClaimed:
+    if row is None:
+        return NotClaimed()
+    if row["why"] is not None:
+        return NotClaimed(**row["why"])
+    return _claimed(row, token)
 
 
 def has_ended(job_id: uuid.UUID | str) -> bool:

@@ -56,6 +56,31 @@ def test_claim_refuses_jobs_that_are_not_claimable(project):
     assert job(running)["locked_by"] == "w:1" and job(running)["attempts"] == 1
 
 
+def test_a_delivery_that_claims_nothing_says_why_in_one_statement(project, monkeypatch):
+    # Given an early job, a running one, and a job that does not exist
+    early = new_job(project, publish=False, priority=7)
+    pg.execute("UPDATE agent_jobs SET run_after = now() + interval '1 hour' WHERE id = %s",
+               (early,))
+    running = new_job(project, publish=False)
+    assert store.claim(running, "w:1") is not None
+    statements: list[str] = []
+    real = pg.persist_one
+    monkeypatch.setattr(pg, "persist_one", lambda sql, *a, **k: statements.append(sql)
+                        or real(sql, *a, **k))
+    # When each is delivered
+    why_early = store.claim_or_why(early, "w:2")
+    why_running = store.claim_or_why(running, "w:2")
+    why_gone = store.claim_or_why("00000000-0000-0000-0000-000000000000", "w:2")
+    # Then each answer came from the claim statement alone, and says what the runner needs
+    assert len(statements) == 3
+    assert isinstance(why_early, store.NotClaimed) and why_early.early
+    assert (why_early.queue, why_early.priority) == ("default", 7)
+    assert 3500 < why_early.due_in <= 3600
+    assert isinstance(why_running, store.NotClaimed) and not why_running.early
+    assert why_running.status == "running"
+    assert why_gone == store.NotClaimed()
+
+
 def test_concurrency_key_limits_claims_under_a_race(project):
     # Given 8 queued jobs sharing a key with a limit of 3
     ids = [new_job(project, publish=False, concurrency_key="tenant:1", concurrency_limit=3)

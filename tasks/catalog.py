@@ -1,4 +1,5 @@
-"""The one list of systems: importing this module registers every built-in job type.
+"""The one list of systems: importing this module registers every built-in job type, and
+each system's sweeps and scripted answers.
 
 Each system lists its job types in its own module; the catalog imports those modules one
 by one, so one that cannot be imported on this machine (a library missing from a partial
@@ -42,6 +43,10 @@ SYSTEMS: dict[str, dict[str, tuple[str, ...]]] = {
     "workflows": {"tasks.workflows.jobs": ("workflow.run",)},
     "functions": {"tasks.functions.jobs": ("function.run", "code.generate_function")},
 }
+# The modules that register each system's answers with the offline scripted provider
+# (tasks.services.llm.scripted), so the demo and the tests run every system with no key.
+SCRIPTED_ANSWERS = ("tasks.startup.scripted_answers", "tasks.coding.scripted_sessions",
+                    "tasks.planner.scripted_answers", "tasks.functions.scripted_answers")
 JOB_MODULES = {module: names for modules in SYSTEMS.values() for module, names in modules.items()}
 
 
@@ -62,6 +67,8 @@ def load() -> None:
                       exc_info=not isinstance(exc, ModuleNotFoundError))
             registry.mark_unavailable(job_types, reason)
     registry.catalog_loaded()
+    for module in SCRIPTED_ANSWERS:
+        importlib.import_module(module)
 
 
 

@@ -11,14 +11,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-PURPOSES = ("packet", "chat", "plan", "nightshift", "summary")
 
 
 @dataclass(frozen=True)
 class LLMRequest:
     """What a handler asks of a model.
 
-    `purpose` names the kind of call (one of PURPOSES, or any other word); the real
+    `purpose` names the kind of call (each system registers the answers to its own with the scripted provider); the real
     provider ignores it, the scripted one shapes its answer by it. `context` carries
     the project's own data, by convention: project_name, goal, phase, memory (a list
     of {"category", "key", "content"}), latest_packet, user_message, contact_email,

@@ -8,7 +8,7 @@ conversation, so a replayed loop gets the same turns in the same order. Past the
 recorded turn (or with no session for the task) the provider says so and finishes, so
 `switchyard up` can run the whole loop with no key and never loops forever.
 
-Sessions ship in tasks/services/llm/sessions/; an operator adds more in SWITCHYARD_SCRIPTED_SESSIONS
+Sessions ship in tasks/coding/sessions/; an operator adds more in SWITCHYARD_SCRIPTED_SESSIONS
 (a directory). `code.generate_mvp` gets a generated session (a waitlist page and its test)
 fitted to the description it was given.
 """
@@ -23,6 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from tasks.services.llm import scripted
 from tasks.services.llm.types import LLMRequest, ToolCall
 
 BUILT_IN = Path(__file__).with_name("sessions")
@@ -185,3 +186,6 @@ def test_the_page_has_a_waitlist_form():
     assert "title" in page.tags and "form" in page.tags
     assert any(i.get("type") == "email" and "required" in i for i in page.inputs)
 '''
+
+
+scripted.register("code.*", answer)

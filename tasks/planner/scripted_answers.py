@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from tasks.services.llm import scripted
 from tasks.services.llm.types import LLMRequest
 
 
@@ -53,3 +54,5 @@ def _agent(req: LLMRequest) -> str:
 COMPOSERS: dict[str, Callable[[LLMRequest], str]] = {
     "planner.plan": _plan, "planner.revise": _revise, "agent.task": _agent,
 }
+for _purpose, _compose in COMPOSERS.items():
+    scripted.register(_purpose, _compose)

@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 
-
 @dataclass(frozen=True)
 class LLMRequest:
     """What a handler asks of a model.

@@ -17,7 +17,8 @@ def test_every_system_registers_its_answers_through_the_catalog() -> None:
 
 def test_a_coding_purpose_is_answered_by_the_recorded_session_and_an_unknown_one_echoes() -> None:
     provider = scripted.ScriptedProvider()
-    explore = provider.complete(LLMRequest(purpose="code.explore", system="", context={"task": "nothing"},
+    explore = provider.complete(LLMRequest(purpose="code.explore", system="",
+                                           context={"task": "nothing"},
                                            messages=[{"role": "user", "content": "go"}]))
     assert explore.stop_reason == "end_turn" and not explore.text.startswith("[scripted]")
     echo = provider.complete(LLMRequest(purpose="nobody.answers", system="", messages=[

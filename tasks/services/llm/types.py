@@ -16,8 +16,8 @@ from typing import Any, Protocol
 class LLMRequest:
     """What a handler asks of a model.
 
-    `purpose` names the kind of call (each system registers the answers to its own with the scripted provider); the real
-    provider ignores it, the scripted one shapes its answer by it. `context` carries
+    `purpose` names the kind of call; the real provider ignores it, the scripted one
+    answers by it (each system registers the answers to its own purposes). `context` carries
     the project's own data, by convention: project_name, goal, phase, memory (a list
     of {"category", "key", "content"}), latest_packet, user_message, contact_email,
     deploy_hook_url, github_repo. It is not sent to a real model: put what the model

@@ -79,7 +79,8 @@ def register_error_handlers(app: Flask) -> None:
     def _domain(exc: SwitchyardError):
         if exc.http_status is None:  # an engine error no request should meet: a 500
             return _unexpected(exc)
-        return _api(ApiError(exc.http_status, exc.code, str(exc), exc.details()))
+        return _api(ApiError(exc.http_status, exc.code, str(exc), exc.details(),
+                             headers=exc.headers()))
 
     @app.errorhandler(HTTPException)
     def _http(exc: HTTPException):

@@ -22,11 +22,10 @@ from app.errors import ApiError
 from app.queries import require_project, webhook_project
 from app.routes.body import parse_body
 from app.schemas import Integral, Text
-from tasks.coding import github, merges, webhooks
+from tasks.coding import merges, webhooks
 from tasks.coding.gitsource import REPO_URL_PATTERN, url_problem
 from tasks.coding.payloads import BRANCH_PATTERN, RunTaskPayload
 from tasks.engine.enqueue import EnqueueRequest, enqueue
-from tasks.engine.errors import RetryableError, SwitchyardError
 from tasks.services import keystore
 from tasks.settings import get_settings
 
@@ -100,14 +99,8 @@ def github_webhook(pid: str):
             "action": "webhook_pr_closed", **facts, "merged": closed[1], "settled": settled})
         return jsonify({"settled": settled}), 200
     token = secrets.get(GITHUB_TOKEN) or get_settings().github_token or None
-    try:
-        outcome = webhooks.trigger_for(event, doc, pull_head=lambda repo, number:
-                                       github.pull_request_head(repo, number, token,
-                                                                timeout=GITHUB_SECONDS))
-    except SwitchyardError as exc:
-        headers = {"Retry-After": "60"} if isinstance(exc, RetryableError) else {}
-        raise ApiError(502, "github_error", f"could not read the pull request from GitHub: "
-                       f"{exc}", headers=headers) from None
+    outcome = webhooks.trigger_for(event, doc, pull_head=webhooks.github_lookup(
+        token, timeout=GITHUB_SECONDS))
     if isinstance(outcome, webhooks.Ignored):
         log.info("webhook ignored", extra={"action": "webhook_ignored", **facts,
                                            "reason": outcome.reason})

@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+from tasks.coding import github
 from tasks.coding.github import PullHead
 from tasks.coding.gitsource import url_problem
 from tasks.coding.payloads import GITHUB_REPO, RunTaskPayload, _branch
+from tasks.engine.errors import RetryableError, SwitchyardError
 
 LABEL = "agent"
 COMMAND = "/agent fix"
@@ -33,6 +35,33 @@ TASK_MAX: int = next(m.max_length for m in RunTaskPayload.model_fields["task"].m
                      if hasattr(m, "max_length"))
 
 PullLookup = Callable[[str, int], PullHead]
+
+
+class PullRequestUnreadable(SwitchyardError):
+    """GitHub did not tell a comment's pull request: the delivery fails with a 502 (and a
+    Retry-After when the cause may pass), so GitHub shows it failed and it can be redelivered."""
+
+    http_status = 502
+    code = "github_error"
+
+    def __init__(self, cause: SwitchyardError):
+        super().__init__(f"could not read the pull request from GitHub: {cause}")
+        self.passing = isinstance(cause, RetryableError)
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "60"} if self.passing else {}
+
+
+def github_lookup(token: str | None, *, timeout: float) -> PullLookup:
+    """A pull request's head as GitHub tells it, within `timeout` seconds."""
+
+    def lookup(repo: str, number: int) -> PullHead:
+        try:
+            return github.pull_request_head(repo, number, token, timeout=timeout)
+        except SwitchyardError as exc:
+            raise PullRequestUnreadable(exc) from None
+
+    return lookup
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,18 @@ class SwitchyardError(Exception):
     """Root of every error Switchyard raises on purpose.
 
     One that a client's request can cause says what it means over HTTP (`http_status`,
-    `code`, `details()`), next to where it is raised; app/errors.py turns any of them into
-    the response, and the rest into a 500.
+    `code`, `details()`, `headers()`), next to where it is raised; app/errors.py turns any
+    of them into the response, and the rest into a 500.
     """
 
     http_status: int | None = None
     code = "error"
 
     def details(self) -> dict[str, Any]:
+        return {}
+
+    def headers(self) -> dict[str, str]:
+        """Response headers the error's meaning asks for (a Retry-After)."""
         return {}
 
 

@@ -296,6 +296,7 @@ def test_agent_fix_on_a_fork_or_with_github_down_starts_nothing(client, hooked, 
                        comment_event("/agent fix", number=pull["number"], comment_id=5))
     assert response.status_code == 502
     assert response.json["error"]["code"] == "github_error"
+    assert response.headers["Retry-After"] == "60"  # a passing cause: GitHub redelivers
     assert TOKEN not in response.get_data(as_text=True)
     assert _jobs(hooked) == []
 

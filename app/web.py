@@ -8,9 +8,10 @@ from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 import tasks.catalog  # noqa: F401 - registers every job type
-from app import db, pgpool
-from app.auth import require_token
-from app.errors import register_error_handlers
+from app.http import db, pgpool
+from app.http.auth import require_token
+from app.http.errors import register_error_handlers
+from app.http.unread_body import CloseUnreadBody
 from app.routes import (
     artifacts,
     code,
@@ -30,7 +31,6 @@ from app.routes import (
     ui,
     workflows,
 )
-from app.unread_body import CloseUnreadBody
 from tasks.engine import pg
 from tasks.settings import get_settings
 
@@ -49,7 +49,7 @@ def create_app() -> Flask:
     register_error_handlers(app)
     app.before_request(require_token)
     # A request's ORM session and the engine's statements share one pooled connection
-    # (app/db.py, app/pgpool.py), given back when the request ends.
+    # (app/http/db.py, app/http/pgpool.py), given back when the request ends.
     pgpool.pool.resize(settings.web_db_connections)
     pg.lend_from(pgpool.pool)
     app.teardown_request(db.release)

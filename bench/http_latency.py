@@ -60,8 +60,8 @@ CANARY = json.dumps({"job_type": "system.canary", "payload": {"steps": 1}}).enco
 
 def start_web(stack: contextlib.ExitStack, logdir: Path) -> tuple[int, subprocess.Popen]:
     """One gunicorn gthread process; returns (port, its master process)."""
-    from app.commands import web_command
-    from app.embedded import free_port
+    from app.ops.commands import web_command
+    from app.ops.embedded import free_port
 
     port = free_port()
     # One token plays every client here: lift its per-token limits (rate, open streams).
@@ -96,8 +96,8 @@ def start_web(stack: contextlib.ExitStack, logdir: Path) -> tuple[int, subproces
 
 
 def make_token() -> str:
-    from app.db import session_factory
-    from app.tokens import create_token
+    from app.http.db import session_factory
+    from app.http.tokens import create_token
     from models.db import session_scope
 
     with session_scope(session_factory()) as session:

@@ -82,7 +82,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         import psycopg
 
-        from app.embedded import embedded_postgres, scratch_database
+        from app.ops.embedded import embedded_postgres, scratch_database
 
         tmp = Path(tempfile.mkdtemp(prefix="switchyard-bench-"))
         admin = os.environ.get("DATABASE_URL") or stack.enter_context(embedded_postgres(tmp))
@@ -108,7 +108,7 @@ def main() -> None:
               f"in {time.perf_counter() - t0:.0f} s")
 
         old = median_ms(lambda: [pg.fetch_dicts(q) for q in OLD_QUERIES], args.runs)
-        from app import metrics
+        from app.ops import metrics
 
         refresh = median_ms(metrics.read_database, args.runs)
         from app.web import create_app

@@ -86,7 +86,7 @@ def main() -> None:
 
     import psycopg
 
-    from app.embedded import embedded_postgres, scratch_database
+    from app.ops.embedded import embedded_postgres, scratch_database
     from tasks.engine import pg, retention
     from tasks.settings import get_settings
 

@@ -39,7 +39,7 @@ def pct(values: list[float], p: float) -> float:
 def setup_services(stack: contextlib.ExitStack) -> None:
     import psycopg
 
-    from app.embedded import embedded_postgres, embedded_redis, scratch_database
+    from app.ops.embedded import embedded_postgres, embedded_redis, scratch_database
     from tasks.settings import libpq_url
 
     tmp = Path(tempfile.mkdtemp(prefix="switchyard-bench-"))

@@ -66,7 +66,7 @@ class ApiToken(Base):
 
 
 class EndedWebSession(Base):
-    """A signed-out browser session (app.web_sessions), kept until its cookies have expired."""
+    """A signed-out browser session (app.http.web_sessions), kept until its cookies have expired."""
 
     __tablename__ = "ended_web_sessions"
 

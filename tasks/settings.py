@@ -120,15 +120,15 @@ class Settings:
     rate_limit_burst: float
     cron_secret: str
     sse_keepalive_seconds: float = 15.0
-    # app.auth: failed authentications (a wrong or revoked token, over the API or the sign-in
+    # app.http.auth: failed authentications (a wrong or revoked token, over the API or the sign-in
     # form) one client address may make per web process before it must wait.
     auth_failures_per_minute: float = 6.0
     auth_failures_burst: float = 20.0
-    # app.stream_slots / app.sse: event streams one token may hold open per web process,
-    # and how long one lasts before the client resumes it by cursor.
+    # app.streams.stream_slots / app.streams.sse: event streams one token may hold open per web
+    # process, and how long one lasts before the client resumes it by cursor.
     streams_per_token: int = 20
     stream_max_seconds: float = 600.0
-    # app.pgpool: the web process's database connections, all of them (requests, streams'
+    # app.http.pgpool: the web process's database connections, all of them (requests, streams'
     # reads, the event hub); a request holds at most one.
     web_db_connections: int = 20
     # Where people reach the web UI (empty: not said). app.routes.ui: the cookie session's
@@ -137,7 +137,7 @@ class Settings:
     public_url: str = ""
     secret_key: str = field(default="", repr=False)
     secure_cookies: bool = False
-    # app.metrics: the Bearer token /metrics answers (empty: /metrics is off, a 404) and
+    # app.ops.metrics: the Bearer token /metrics answers (empty: /metrics is off, a 404) and
     # how long one reading of the database serves every scrape.
     metrics_token: str = field(default="", repr=False)
     metrics_cache_seconds: float = 5.0

@@ -1,7 +1,7 @@
 """ended web sessions
 
 A browser session's id is recorded at sign-out, so a copy of its cookie no longer
-authenticates (app.web_sessions); rows go once every such cookie has expired.
+authenticates (app.http.web_sessions); rows go once every such cookie has expired.
 
 Revision ID: 0007
 Revises: 0006

@@ -15,17 +15,17 @@ from urllib.parse import quote
 from flask import Blueprint, Response, jsonify
 from werkzeug.http import dump_options_header
 
-from app import db
-from app.auth import current_owner
-from app.errors import ApiError, not_found
-from app.queries import (
+from app.api.queries import (
     artifact_for_owner,
     artifacts_of,
     job_for_owner,
     recent_artifacts,
     require_project,
 )
-from app.schemas import iso
+from app.api.schemas import iso
+from app.http import db
+from app.http.auth import current_owner
+from app.http.errors import ApiError, not_found
 from models import Artifact
 from tasks.services.artifact_store import ArtifactMissing, StoreUnavailable, store
 

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from flask import request
 from pydantic import BaseModel, ValidationError
 
-from app.errors import ApiError, invalid_fields, validation_error
+from app.http.errors import ApiError, invalid_fields, validation_error
 
 M = TypeVar("M", bound=BaseModel)
 MAX_NAMED = 20  # fields named in one refusal

@@ -16,12 +16,12 @@ from typing import Annotated
 from flask import Blueprint, Response, jsonify, request, url_for
 from pydantic import ConfigDict, Field, field_validator
 
-from app import db
-from app.auth import current_owner
-from app.errors import ApiError
-from app.queries import require_project, webhook_project
+from app.api.queries import require_project, webhook_project
+from app.api.schemas import Integral, Text
+from app.http import db
+from app.http.auth import current_owner
+from app.http.errors import ApiError
 from app.routes.body import parse_body
-from app.schemas import Integral, Text
 from tasks.coding import merges, webhooks
 from tasks.coding.gitsource import REPO_URL_PATTERN, url_problem
 from tasks.coding.payloads import BRANCH_PATTERN, RunTaskPayload

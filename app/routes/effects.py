@@ -8,12 +8,13 @@ from typing import Any, Literal
 from flask import Blueprint, jsonify, request
 from pydantic import Field
 
-from app import db, responses
-from app.auth import current_owner
-from app.errors import ApiError, not_found
-from app.queries import require_project
+from app.api import responses
+from app.api.queries import require_project
+from app.api.schemas import Strict, Text
+from app.http import db
+from app.http.auth import current_owner
+from app.http.errors import ApiError, not_found
 from app.routes.body import parse_body
-from app.schemas import Strict, Text
 from tasks.services.effects import ledger, review
 from tasks.services.effects.records import EffectRecord
 

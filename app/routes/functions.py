@@ -8,18 +8,18 @@ from typing import Annotated, Any, Literal
 from flask import Blueprint, jsonify, request, url_for
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from app import db
-from app.auth import current_owner
-from app.errors import ApiError, not_found
-from app.queries import require_project
-from app.responses import (
+from app.api.queries import require_project
+from app.api.responses import (
     FunctionDetail,
     FunctionList,
     FunctionRunList,
     FunctionSaved,
 )
+from app.api.schemas import Integral, Text, has_nul
+from app.http import db
+from app.http.auth import current_owner
+from app.http.errors import ApiError, not_found
 from app.routes.body import parse_body
-from app.schemas import Integral, Text, has_nul
 from models import Project
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.functions import runs, sandbox, store
@@ -41,7 +41,7 @@ class FunctionBody(BaseModel):
 class RunBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    # Any JSON PostgreSQL can store (no NUL in a string or a key): app.openapi says so.
+    # Any JSON PostgreSQL can store (no NUL in a string or a key): app.api.openapi says so.
     input: Any = None
     version: Annotated[int, Field(ge=1), Integral] | None = None  # None: the newest
     idempotency_key: Text | None = Field(default=None, min_length=1, max_length=255)

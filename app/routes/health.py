@@ -5,8 +5,8 @@ from __future__ import annotations
 from flask import Blueprint, jsonify
 from sqlalchemy import text
 
-from app import db
-from app.errors import DATABASE_RETRY_AFTER, ApiError
+from app.http import db
+from app.http.errors import DATABASE_RETRY_AFTER, ApiError
 from tasks.celery_app import app as celery_app
 
 bp = Blueprint("health", __name__)

@@ -7,11 +7,7 @@ import uuid
 from flask import Blueprint, jsonify, request, url_for
 from pydantic import ValidationError
 
-from app import db
-from app.auth import current_owner, current_viewer
-from app.errors import ApiError, not_found, validation_error
-from app.hub import Event, Subscription
-from app.queries import (
+from app.api.queries import (
     job_for_owner,
     job_json,
     list_jobs,
@@ -19,10 +15,14 @@ from app.queries import (
     require_project,
     steps_of,
 )
+from app.api.schemas import JobCreate, JobListQuery
+from app.http import db
+from app.http.auth import current_owner, current_viewer
+from app.http.errors import ApiError, not_found, validation_error
 from app.routes.body import parse_body
-from app.schemas import JobCreate, JobListQuery
-from app.sse import event_stream, sse_response, stream_cursor
-from app.stream_slots import take_slot
+from app.streams.hub import Event, Subscription
+from app.streams.sse import event_stream, sse_response, stream_cursor
+from app.streams.stream_slots import take_slot
 from models import AgentJob
 from tasks.engine import control, diagnosis
 from tasks.engine.enqueue import EnqueueRequest, enqueue

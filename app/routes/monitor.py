@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
-from app import db, metrics, monitor
-from app.auth import current_viewer, require_metrics_token
+from app.api import monitor
+from app.http import db
+from app.http.auth import current_viewer, require_metrics_token
+from app.ops import metrics
 
 bp = Blueprint("monitor", __name__)
 

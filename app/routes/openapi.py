@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from app.openapi import build_document
+from app.api.openapi import build_document
 
 bp = Blueprint("openapi", __name__)
 

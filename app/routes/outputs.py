@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from app import db
-from app.auth import current_owner
-from app.errors import not_found
-from app.packets import packets_of, usage_of
-from app.queries import job_for_owner, require_project
+from app.api.packets import packets_of, usage_of
+from app.api.queries import job_for_owner, require_project
+from app.http import db
+from app.http.auth import current_owner
+from app.http.errors import not_found
 
 bp = Blueprint("outputs", __name__)
 

@@ -9,12 +9,12 @@ from flask import Blueprint, jsonify, request
 from pydantic import Field
 from sqlalchemy import Select, select
 
-from app import db
-from app.auth import current_owner
-from app.errors import ApiError
-from app.queries import job_json, require_project
+from app.api.queries import job_json, require_project
+from app.api.schemas import Strict, Text, has_nul
+from app.http import db
+from app.http.auth import current_owner
+from app.http.errors import ApiError
 from app.routes.body import parse_body
-from app.schemas import Strict, Text, has_nul
 from models import AgentJob, Project
 from tasks.engine import control
 from tasks.engine.status import JobStatus

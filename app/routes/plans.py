@@ -11,10 +11,7 @@ from typing import Any
 
 from flask import Blueprint, jsonify, url_for
 
-from app import db
-from app.auth import current_owner
-from app.errors import ApiError, not_found
-from app.plan_schemas import (
+from app.api.plan_schemas import (
     PlanAccepted,
     PlanCreate,
     PlanEdit,
@@ -23,7 +20,10 @@ from app.plan_schemas import (
     PlanSummary,
     edit_as_dicts,
 )
-from app.queries import parse_uuid, project_id_for_owner, require_project
+from app.api.queries import parse_uuid, project_id_for_owner, require_project
+from app.http import db
+from app.http.auth import current_owner
+from app.http.errors import ApiError, not_found
 from app.routes.body import parse_body
 from tasks.planner import approval, schema, store
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from app import db
-from app.auth import current_owner
-from app.errors import ApiError
-from app.queries import list_projects, project_json, require_project
+from app.api.queries import list_projects, project_json, require_project
+from app.api.schemas import ProjectCreate, ProjectSettings, ProjectUpdate
+from app.http import db
+from app.http.auth import current_owner
+from app.http.errors import ApiError
 from app.routes.body import parse_body
-from app.schemas import ProjectCreate, ProjectSettings, ProjectUpdate
 from models import Project
 from tasks.services.effects.policy import operator, violations
 

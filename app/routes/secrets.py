@@ -9,12 +9,12 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify
 from pydantic import Field
 
-from app import db
-from app.auth import current_owner
-from app.errors import ApiError, not_found
-from app.queries import require_project
+from app.api.queries import require_project
+from app.api.schemas import Strict, Text, iso
+from app.http import db
+from app.http.auth import current_owner
+from app.http.errors import ApiError, not_found
 from app.routes.body import parse_body
-from app.schemas import Strict, Text, iso
 from tasks.services import keystore
 
 bp = Blueprint("secrets", __name__)

@@ -10,12 +10,13 @@ from flask import Blueprint, jsonify, request, url_for
 from pydantic import Field, ValidationError
 from sqlalchemy import select, tuple_
 
-from app import db, responses
-from app.auth import current_owner
-from app.errors import ApiError, not_found, validation_error
-from app.queries import decode_cursor, encode_cursor, require_project
+from app.api import responses
+from app.api.queries import decode_cursor, encode_cursor, require_project
+from app.api.schemas import ChatListQuery, Integral, Strict, Text, has_nul, iso
+from app.http import db
+from app.http.auth import current_owner
+from app.http.errors import ApiError, not_found, validation_error
 from app.routes.body import parse_body
-from app.schemas import ChatListQuery, Integral, Strict, Text, has_nul, iso
 from models import AgentMemory, Approval, ChatMessage, Project
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.services import approvals

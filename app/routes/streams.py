@@ -1,7 +1,7 @@
 """A project's live events: Server-Sent Events and WebSocket, both fed by the event hub;
 and pages of older events, for a client that opened a stream at a recent window.
 
-Both take a stream slot (app.stream_slots) before any 200 and end after the
+Both take a stream slot (app.streams.stream_slots) before any 200 and end after the
 stream's lifetime. The WebSocket takes no input: a thread of its own reads and
 drops whatever the client sends (unread frames would pile up in the server's
 memory), closing the socket with 1008 past INPUT_BUDGET bytes; a single message
@@ -19,14 +19,15 @@ from flask_sock import Sock
 from pydantic import ValidationError
 from simple_websocket import ConnectionClosed
 
-from app import db, event_log
-from app.auth import current_owner
-from app.errors import not_found, validation_error
-from app.hub import Subscription
-from app.queries import job_for_owner, require_project
-from app.schemas import EventPageQuery
-from app.sse import event_stream, sse_response, stream_cursor
-from app.stream_slots import take_slot
+from app.api.queries import job_for_owner, require_project
+from app.api.schemas import EventPageQuery
+from app.http import db
+from app.http.auth import current_owner
+from app.http.errors import not_found, validation_error
+from app.streams import event_log
+from app.streams.hub import Subscription
+from app.streams.sse import event_stream, sse_response, stream_cursor
+from app.streams.stream_slots import take_slot
 
 bp = Blueprint("streams", __name__)
 sock = Sock()

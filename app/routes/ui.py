@@ -1,9 +1,9 @@
 """The web UI: server-rendered page shells whose scripts call the same /api/* as any client.
 
 Signing in turns an API token into a signed, HttpOnly, SameSite=Lax cookie session
-that keeps only the token's hash and a session id (app.auth looks the owner up from
+that keeps only the token's hash and a session id (app.http.auth looks the owner up from
 them on every call, so revoking the token signs the browser out, and signing out
-ends every copy of the cookie: app.web_sessions). Pages carry no data of their own.
+ends every copy of the cookie: app.http.web_sessions). Pages carry no data of their own.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Flask, Response, redirect, render_template, request, session, url_for
 from flask.sansio.blueprints import BlueprintSetupState
 
-from app.auth import SESSION_CSRF, SESSION_TOKEN_HASH, authenticate, csrf_matches
-from app.errors import ApiError
-from app.tokens import caller_for_digest, hash_token
-from app.web_sessions import SESSION_ID, caller_for_session
-from app.web_sessions import end as end_session
-from app.web_sessions import new_id as new_session_id
+from app.http.auth import SESSION_CSRF, SESSION_TOKEN_HASH, authenticate, csrf_matches
+from app.http.errors import ApiError
+from app.http.tokens import caller_for_digest, hash_token
+from app.http.web_sessions import SESSION_ID, caller_for_session
+from app.http.web_sessions import end as end_session
+from app.http.web_sessions import new_id as new_session_id
 from tasks.services.keys import derived_key
 from tasks.settings import get_settings
 
@@ -192,6 +192,6 @@ def plan_page(plan_id: str):
 
 @bp.get("/monitor")
 def monitor_page():
-    # The same flag the API routes read: the signed-in token's own (app.auth.current_viewer).
+    # The same flag the API routes read: the signed-in token's own (app.http.auth.current_viewer).
     caller = caller_for_digest(str(session.get(SESSION_TOKEN_HASH, "")))
     return page("monitor.html", scope="fleet" if caller is not None and caller.admin else "owner")

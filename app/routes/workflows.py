@@ -8,12 +8,12 @@ from typing import Any
 
 from flask import Blueprint, jsonify, request, url_for
 
-from app import db
-from app.auth import current_owner
-from app.errors import ApiError, not_found
-from app.queries import parse_uuid, project_id_for_owner, require_project
+from app.api.queries import parse_uuid, project_id_for_owner, require_project
+from app.api.schemas import WorkflowRunBody, iso
+from app.http import db
+from app.http.auth import current_owner
+from app.http.errors import ApiError, not_found
 from app.routes.body import parse_body
-from app.schemas import WorkflowRunBody, iso
 from tasks.engine import registry
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.engine.errors import SwitchyardError

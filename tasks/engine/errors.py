@@ -14,7 +14,7 @@ class SwitchyardError(Exception):
     """Root of every error Switchyard raises on purpose.
 
     One that a client's request can cause says what it means over HTTP (`http_status`,
-    `code`, `details()`, `headers()`), next to where it is raised; app/errors.py turns any
+    `code`, `details()`, `headers()`), next to where it is raised; app/http/errors.py turns any
     of them into the response, and the rest into a 500.
     """
 

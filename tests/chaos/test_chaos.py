@@ -39,7 +39,7 @@ import pytest
 import redis
 from psycopg.rows import dict_row
 
-from app.embedded import embedded_redis, scratch_database
+from app.ops.embedded import embedded_redis, scratch_database
 from tasks.settings import libpq_url
 from tests.chaos import conftest as chaos_conftest
 from tests.chaos.invariants import check

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import pytest
 
-from app.db import session_factory
-from app.tokens import create_token
+from app.http.db import session_factory
+from app.http.tokens import create_token
 from models.db import session_scope
 from tasks.engine import pg
 from tests.e2e.procs import Procs

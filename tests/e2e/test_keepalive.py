@@ -15,8 +15,8 @@ import json
 
 import pytest
 
-from app.db import session_factory
-from app.tokens import create_token
+from app.http.db import session_factory
+from app.http.tokens import create_token
 from models.db import session_scope
 from tests.e2e.procs import Procs
 

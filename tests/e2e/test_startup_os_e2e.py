@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.db import session_factory
-from app.tokens import create_token
+from app.http.db import session_factory
+from app.http.tokens import create_token
 from models.db import session_scope
 from tasks.engine import pg, retention
 from tasks.engine.enqueue import EnqueueRequest, enqueue

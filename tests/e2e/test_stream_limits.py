@@ -19,8 +19,8 @@ import psutil
 import pytest
 import simple_websocket
 
-from app.db import session_factory
-from app.tokens import create_token
+from app.http.db import session_factory
+from app.http.tokens import create_token
 from models.db import session_scope
 from tasks.engine import pg
 from tests.e2e.procs import Proc, Procs

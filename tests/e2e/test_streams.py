@@ -24,9 +24,9 @@ import httpx
 import pytest
 import simple_websocket
 
-from app.db import session_factory
-from app.hub import QUEUE_LIMIT
-from app.tokens import create_token
+from app.http.db import session_factory
+from app.http.tokens import create_token
+from app.streams.hub import QUEUE_LIMIT
 from models.db import session_scope
 from tasks.engine import pg
 from tests.e2e.procs import Proc, Procs, wait

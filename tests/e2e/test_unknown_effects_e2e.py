@@ -11,8 +11,8 @@ import uuid
 import httpx
 import pytest
 
-from app.db import session_factory
-from app.tokens import create_token
+from app.http.db import session_factory
+from app.http.tokens import create_token
 from models.db import session_scope
 from tasks.engine import pg
 from tasks.services.approvals import NewApproval, create_approval

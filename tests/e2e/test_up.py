@@ -25,7 +25,7 @@ def test_up_prints_the_uis_address_that_signs_in_with_the_printed_token(tmp_path
     log = tmp_path / "up.log"
     port = free_port()
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "up", "--port", str(port)],
+        proc = subprocess.Popen([sys.executable, "-m", "app.ops.cli", "up", "--port", str(port)],
                                 stdout=out, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
     try:

@@ -19,8 +19,8 @@ import httpx
 import psycopg
 import pytest
 
-from app.db import session_factory
-from app.tokens import create_token
+from app.http.db import session_factory
+from app.http.tokens import create_token
 from models.db import session_scope
 from tasks.engine import pg
 from tasks.settings import get_settings

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from app import auth
-from app.db import session_factory
-from app.ratelimit import RateLimiter
-from app.tokens import create_token, revoke_token
+from app.http import auth
+from app.http.db import session_factory
+from app.http.ratelimit import RateLimiter
+from app.http.tokens import create_token, revoke_token
 from app.web import MAX_BODY_BYTES, create_app
 from models.db import session_scope
 from tasks.engine import pg

@@ -12,8 +12,8 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from app.db import session_factory
-from app.tokens import create_token
+from app.http.db import session_factory
+from app.http.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
 from tasks.services import artifact_store

@@ -8,8 +8,8 @@ import uuid
 from flask import Flask
 from sqlalchemy import text
 
-from app import db as web_db
-from app.tokens import create_token
+from app.http import db as web_db
+from app.http.tokens import create_token
 from app.web import create_app
 from models import Project
 from models.db import session_scope

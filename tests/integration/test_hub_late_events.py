@@ -16,9 +16,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from app import hub as hub_module
-from app.hub import EventHub, Subscription
-from app.sse import event_stream, format_event
+from app.streams import hub as hub_module
+from app.streams.hub import EventHub, Subscription
+from app.streams.sse import event_stream, format_event
 from tasks.engine import pg
 
 pytestmark = pytest.mark.usefixtures("db")
@@ -89,7 +89,7 @@ def test_job_stream_ends_on_a_late_terminal_event(project: str, fast_gap: float,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the SSE generator: history, live, the late one once, and no `id:` that
     would move the client's Last-Event-ID backwards."""
-    monkeypatch.setattr("app.sse.hub", hub)
+    monkeypatch.setattr("app.streams.sse.hub", hub)
     job = str(uuid.uuid4())
     pg.execute("INSERT INTO agent_jobs (id, project_id, job_type, status, payload, "
                "idempotency_key) "

@@ -12,9 +12,9 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect
 
-from app.embedded import scratch_database
-from app.migrations import alembic_config
-from app.migrations import upgrade as migrate
+from app.ops.embedded import scratch_database
+from app.ops.migrations import alembic_config
+from app.ops.migrations import upgrade as migrate
 from models import Base
 from models.schema import managed_by_migrations
 from tasks.settings import sqlalchemy_url

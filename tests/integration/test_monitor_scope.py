@@ -17,10 +17,10 @@ from click.testing import CliRunner
 from flask import Flask
 from flask.testing import FlaskClient
 
-from app import metrics
-from app.cli import main as cli
-from app.db import session_factory
-from app.tokens import create_token, list_tokens
+from app.http.db import session_factory
+from app.http.tokens import create_token, list_tokens
+from app.ops import metrics
+from app.ops.cli import main as cli
 from app.web import create_app
 from models.db import session_scope
 from tasks.engine import pg

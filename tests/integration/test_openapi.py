@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, settings
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
-from app.auth import PUBLIC_PATHS, is_public, limiter
-from app.db import session_factory
-from app.openapi import build_document
-from app.tokens import create_token
+from app.api.openapi import build_document
+from app.http.auth import PUBLIC_PATHS, is_public, limiter
+from app.http.db import session_factory
+from app.http.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
 from tasks.engine import pg

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = r"""
 import json, sys, time
 sys.modules["playwright"] = None  # as if the package were not installed
-from app.db import session_factory
-from app.tokens import create_token
+from app.http.db import session_factory
+from app.http.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
 from tasks.engine import pg, runner

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.db import session_factory
-from app.tokens import create_token
+from app.http.db import session_factory
+from app.http.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
 from tests.integration.jobdb import tuple_row

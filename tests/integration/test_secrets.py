@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 from flask.testing import FlaskClient
 
-from app.db import session_factory
-from app.tokens import create_token
+from app.http.db import session_factory
+from app.http.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
 from tasks.services import keystore

@@ -21,8 +21,8 @@ from celery.signals import task_postrun
 from flask import Flask
 
 import celeryconfig
-from app.db import session_factory
-from app.tokens import create_token
+from app.http.db import session_factory
+from app.http.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
 from models.schema import SYSTEM_PROJECT_ID

@@ -17,16 +17,16 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from app import pgpool
-from app.hub import EventHub, Subscription
-from app.sse import event_stream
+from app.http import pgpool
+from app.streams.hub import EventHub, Subscription
+from app.streams.sse import event_stream
 from app.web import create_app
 from tasks.engine import pg
 from tasks.settings import get_settings
 from tests.integration.jobdb import tuples
 from tests.integration.test_api_contract import Caller, _caller
 
-PAGE = 500  # the replay's page size (app.event_log.REPLAY_PAGE)
+PAGE = 500  # the replay's page size (app.streams.event_log.REPLAY_PAGE)
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[EventHub]:
     monkeypatch.setenv("SWITCHYARD_SSE_KEEPALIVE_SECONDS", "0.2")
     get_settings.cache_clear()
     h = EventHub()
-    monkeypatch.setattr("app.sse.hub", h)
+    monkeypatch.setattr("app.streams.sse.hub", h)
     yield h
     h.stop()
     monkeypatch.undo()
@@ -345,7 +345,7 @@ def test_a_type_filter_looks_through_a_bounded_window_per_page(alice: Caller,
                                                                monkeypatch) -> None:
     """A type that is rare (or never occurs) must not walk the whole history per request:
     each page looks through TYPE_SCAN events at most and says where to go on (review)."""
-    from app import event_log
+    from app.streams import event_log
 
     monkeypatch.setattr(event_log, "TYPE_SCAN", 40)
     rare = add_events(alice.project, 3, "artifact")

@@ -363,7 +363,7 @@ def test_after_a_database_restart_live_workers_get_a_full_period_to_check_back_i
 
     import psycopg
 
-    from app.embedded import scratch_database
+    from app.ops.embedded import scratch_database
     from tasks.settings import libpq_url
     from tests.support.private_pg import PrivatePostgres
 

@@ -1,4 +1,4 @@
-"""The web UI's cookie session (app.routes.ui + app.auth) and the owner-wide job routes.
+"""The web UI's cookie session (app.routes.ui + app.http.auth) and the owner-wide job routes.
 
 The browser signs in with an API token and then calls the same /api/* routes with a
 signed cookie; unsafe methods must carry the page's CSRF token. Through Flask's test
@@ -19,10 +19,10 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from app import web_sessions
-from app.db import session_factory
+from app.http import web_sessions
+from app.http.db import session_factory
+from app.http.tokens import create_token, hash_token, revoke_token
 from app.routes import ui
-from app.tokens import create_token, hash_token, revoke_token
 from app.web import create_app
 from models.db import session_scope
 from tasks.engine import pg

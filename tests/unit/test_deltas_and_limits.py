@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.ratelimit import RateLimiter
+from app.http.ratelimit import RateLimiter
 from tasks.engine.deltas import DeltaBuffer
 from tasks.services.approvals import args_hash
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from app.packets import match_approvals
+from app.api.packets import match_approvals
 from tasks.services.approvals import args_hash
 
 JOB = uuid.uuid4()

@@ -1,4 +1,4 @@
-"""Response bodies have one home (app.responses): every documented JSON answer is a component
+"""Response bodies have one home (app.api.responses): every documented JSON answer is a component
 generated from a model, and what each serializer builds validates against the document."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import jsonschema_rs
 import pytest
 from pydantic import ValidationError
 
-from app import responses
-from app.errors import _body
-from app.hub import Event
-from app.openapi import ANSWERS, _model_schema, build_document
-from app.packets import Usage, packet_json, usage_json
-from app.queries import job_json, project_json
+from app.api import responses
+from app.api.openapi import ANSWERS, _model_schema, build_document
+from app.api.packets import Usage, packet_json, usage_json
+from app.api.queries import job_json, project_json
+from app.http.errors import _body
 from app.routes.effects import effect_json
 from app.routes.startup import approval_json
+from app.streams.hub import Event
 from models import AgentJob, JobStep, Project
 from models.startup import Approval
 from tasks.services.effects.records import EffectRecord

@@ -16,10 +16,10 @@ from functools import lru_cache
 
 from flask import g, request, session
 
-from app.errors import ApiError
-from app.ratelimit import RateLimiter
-from app.tokens import Caller, caller_for_digest, hash_token
-from app.web_sessions import SESSION_ID, caller_for_session
+from app.http.errors import ApiError
+from app.http.ratelimit import RateLimiter
+from app.http.tokens import Caller, caller_for_digest, hash_token
+from app.http.web_sessions import SESSION_ID, caller_for_session
 from tasks.settings import get_settings
 
 # The cron hook checks X-Cron-Secret itself, /metrics the operator's metrics token, a
@@ -53,7 +53,7 @@ def require_token() -> None:
                        headers={"Retry-After": str(math.ceil(wait))})
     g.owner_id = caller.owner_id
     g.is_admin = caller.admin  # the token's own flag; the cookie session keeps its hash
-    g.token_digest = digest  # the credential's key for per-token limits (app.stream_slots)
+    g.token_digest = digest  # the credential's key for per-token limits (app.streams.stream_slots)
 
 
 def authenticate(digest: str, session_id: str | None = None) -> Caller | None:

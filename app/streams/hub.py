@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from app import responses
-from app.errors import ApiError
+from app.api import responses
+from app.http.errors import ApiError
 from tasks.engine import pg
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ class EventHub:
             try:
                 # One connection listens and reads (psycopg keeps a NOTIFY that arrives
                 # during a read for the next notifies()); in a web process it is one
-                # of the pool's (app.pgpool), held for the hub's life.
+                # of the pool's (app.http.pgpool), held for the hub's life.
                 listener = pg.connection()
                 listener.execute(f"LISTEN {CHANNEL}")
                 if self._cursor is None:

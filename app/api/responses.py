@@ -1,7 +1,7 @@
 """Response bodies of the HTTP API as pydantic models: one home for each shape.
 
 The serializers build these and dump them (`model_dump(mode="json")`), and the OpenAPI
-document's response components are generated from them (app.openapi), so what the server
+document's response components are generated from them (app.api.openapi), so what the server
 sends and what the document promises cannot drift apart. Every model refuses unknown keys
 (additionalProperties false) and has no defaults: every field is sent, null or not.
 """

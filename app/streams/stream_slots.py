@@ -14,7 +14,7 @@ from collections import Counter
 
 from flask import g
 
-from app.errors import ApiError
+from app.http.errors import ApiError
 from tasks.settings import get_settings
 
 RETRY_AFTER = "5"
@@ -56,5 +56,5 @@ slots = StreamSlots()
 
 
 def take_slot() -> Slot:
-    """A slot for the caller's credential (set by app.auth), or the 429 that refuses one."""
+    """A slot for the caller's credential (set by app.http.auth), or the 429 that refuses one."""
     return slots.take(g.token_digest, get_settings().streams_per_token)

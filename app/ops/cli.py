@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from app.commands import beat_command, web_command, worker_command
+from app.ops.commands import beat_command, web_command, worker_command
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -26,7 +26,7 @@ def main() -> None:
 @main.command()
 def migrate() -> None:
     """Upgrade the database to the newest schema."""
-    from app.migrations import upgrade
+    from app.ops.migrations import upgrade
 
     upgrade()
     click.echo("database is at the newest migration")
@@ -35,7 +35,7 @@ def migrate() -> None:
 @main.command()
 def doctor() -> None:
     """What this machine has and lacks for each system, with the fix for each gap."""
-    from app.doctor import exit_code, render, run_checks
+    from app.ops.doctor import exit_code, render, run_checks
 
     checks = run_checks()
     click.echo(render(checks))
@@ -77,7 +77,7 @@ def token() -> None:
               "whole fleet (every tenant's queues and workers)")
 def token_create(owner: str, admin: bool) -> None:
     """Create a token for OWNER (created if new). The token is the last line printed."""
-    from app.tokens import create_token
+    from app.http.tokens import create_token
 
     with _session() as session:
         owner_id, secret = create_token(session, owner, admin=admin)
@@ -88,7 +88,7 @@ def token_create(owner: str, admin: bool) -> None:
 
 @token.command("list")
 def token_list() -> None:
-    from app.tokens import list_tokens
+    from app.http.tokens import list_tokens
 
     with _session() as session:
         for t in list_tokens(session):
@@ -100,7 +100,7 @@ def token_list() -> None:
 @token.command("revoke")
 @click.argument("token_id_or_prefix")
 def token_revoke(token_id_or_prefix: str) -> None:
-    from app.tokens import revoke_token
+    from app.http.tokens import revoke_token
 
     with _session() as session:
         n = revoke_token(session, token_id_or_prefix)
@@ -178,15 +178,15 @@ def tail(job_id: str) -> None:
 @click.option("--port", default=8000, show_default=True, type=int)
 def up(port: int) -> None:
     """Start everything: embedded PostgreSQL and Redis unless configured, web, worker, beat."""
-    from app.launcher import run_all
+    from app.ops.launcher import run_all
 
     run_all(port)
 
 
 @contextmanager
 def _session() -> Iterator[Session]:
-    """One atomic unit of work (the session's statements join the transaction: app.db)."""
-    from app.db import session_factory
+    """One atomic unit of work (the session's statements join the transaction: app.http.db)."""
+    from app.http.db import session_factory
     from models.db import session_scope
     from tasks.engine import pg
 

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from app.responses import OneOf, Response, Stamp
-from app.schemas import Text
+from app.api.responses import OneOf, Response, Stamp
+from app.api.schemas import Text
 from models.plans import PLAN_STATUSES, TASK_STATUSES, VERSION_ORIGINS
 from tasks.coding.gitsource import REPO_URL_PATTERN, url_problem
 from tasks.coding.payloads import GITHUB_REPO

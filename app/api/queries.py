@@ -11,8 +11,9 @@ from typing import Any
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
-from app import pgpool, responses
-from app.errors import ApiError, not_found
+from app.api import responses
+from app.http import pgpool
+from app.http.errors import ApiError, not_found
 from models import AgentJob, Artifact, JobStep, Project
 
 
@@ -33,8 +34,8 @@ def require_project(session: Session, owner: uuid.UUID, project_id: str) -> Proj
 
 def project_id_for_owner(owner: uuid.UUID, project_id: str) -> uuid.UUID | None:
     """The same check as project_for_owner for the enqueue hot path: no session, no ORM
-    object, one prepared statement on the web process's small pool (app.pgpool)."""
-    from app import pgpool
+    object, one prepared statement on the web process's small pool (app.http.pgpool)."""
+    from app.http import pgpool
 
     pid = parse_uuid(project_id)
     if pid is None:

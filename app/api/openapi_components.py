@@ -1,6 +1,6 @@
 """Small JSON Schema builders for the parts of the OpenAPI document that no model describes:
-parameters, the event stream's framing. Bodies come from pydantic models (app.schemas for
-requests, app.responses for responses)."""
+parameters, the event stream's framing. Bodies come from pydantic models (app.api.schemas for
+requests, app.api.responses for responses)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from app import responses
+from app.api import responses
 from tasks.engine.sql import due, visible_to
 from tasks.settings import get_settings
 

@@ -9,7 +9,7 @@ from flask import Flask, jsonify
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
-from app import responses
+from app.api import responses
 from tasks.engine import pg
 from tasks.engine.errors import SwitchyardError
 

@@ -111,7 +111,7 @@ def scratch_database(server_url: str, prefix: str, *, migrate: bool = True) -> I
     to, dropped on exit: for the tests and the benchmarks, which must touch nothing else."""
     import psycopg
 
-    from app.migrations import upgrade
+    from app.ops.migrations import upgrade
     from tasks.engine import pg
     from tasks.settings import libpq_url
 

@@ -14,8 +14,8 @@ import secrets
 import time
 from datetime import timedelta
 
-from app import pgpool
-from app.tokens import Caller
+from app.http import pgpool
+from app.http.tokens import Caller
 
 SESSION_ID = "sid"  # the cookie session's key for its id
 CLOCK_MARGIN = timedelta(hours=1)  # the cookie's age is judged by the web host's clock

@@ -1,7 +1,8 @@
-"""The web process's ORM: sessions on the one connection a request borrows (engine.pg, app.pgpool).
+"""The web process's ORM: sessions on the one connection a request borrows (engine.pg,
+app.http.pgpool).
 
 A request holds at most one database connection. The engine's statements
-(tasks.engine.pg) borrow it from app.pgpool on first use and give it back at the end
+(tasks.engine.pg) borrow it from app.http.pgpool on first use and give it back at the end
 of the request; the request's ORM session runs on that same connection, so
 reading a row through the ORM and then enqueueing, cancelling or deciding never
 takes a second connection or waits on a lock the request itself holds. There is
@@ -58,7 +59,8 @@ class LentConnectionPool(Pool):
         pass  # tasks.engine.pg gives the connection back at the end of the request
 
     def _close_connection(self, connection: Any, *, terminate: bool = False) -> None:
-        pass  # not ours: tasks.engine.pg drops a broken connection and app.pgpool its idle peers
+        # not ours: tasks.engine.pg drops a broken connection and app.http.pgpool its idle peers
+        pass
 
     def status(self) -> str:
         return f"LentConnectionPool: {len(self._records)} connections seen"

@@ -9,7 +9,7 @@ from tasks.settings import get_settings
 
 
 def web_command(host: str, port: int, threads: int) -> list[str]:
-    return [sys.executable, "-m", "gunicorn", "-c", "python:app.gunicorn_conf", "-k", "gthread",
+    return [sys.executable, "-m", "gunicorn", "-c", "python:app.ops.gunicorn_conf", "-k", "gthread",
             "-w", "1", "--threads", str(threads), "-b", f"{host}:{port}", "--timeout", "60",
             "--graceful-timeout", "10", "app.web:create_app()"]
 

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from app.hub import hub
+from app.streams.hub import hub
 from tasks.engine import pg
 from tasks.engine.sql import due
 from tasks.engine.status import ACTIVE, sql_list

@@ -14,8 +14,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 
-from app import pgpool
-from app.hub import EVENT_COLUMNS, Event, Subscription
+from app.http import pgpool
+from app.streams.hub import EVENT_COLUMNS, Event, Subscription
 
 REPLAY_PAGE = 500   # events read per query while a stream replays
 MAX_TAIL = 1000     # the largest `?tail=` window

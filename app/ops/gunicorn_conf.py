@@ -1,10 +1,10 @@
-"""gunicorn's settings for the web process (`gunicorn -c python:app.gunicorn_conf`): `switchyard
+"""gunicorn's settings for the web process (`gunicorn -c python:app.ops.gunicorn_conf`): `switchyard
 web`, `switchyard up` and the Procfile use it.
 
 On SIGTERM (a deploy, or Ctrl-C at `switchyard up`) gunicorn's worker stops accepting and
 waits, up to its graceful timeout, for the requests in flight; an open event stream (every
 browser tab on a project page holds one) is such a request, so the stop took the whole
-timeout. The worker's SIGTERM handler now ends the streams first (app.hub.close_streams);
+timeout. The worker's SIGTERM handler now ends the streams first (app.streams.hub.close_streams);
 their clients reconnect from their cursor.
 """
 
@@ -19,7 +19,7 @@ def post_worker_init(worker: Any) -> None:
     handle_exit = worker.handle_exit
 
     def on_sigterm(sig: int, frame: Any) -> None:
-        from app.hub import hub
+        from app.streams.hub import hub
 
         # Not in the handler itself: it may interrupt a thread holding the hub's lock.
         threading.Thread(target=hub.close_streams, name="close-streams", daemon=True).start()

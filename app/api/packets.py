@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from app import responses
+from app.api import responses
 from tasks.engine import pg
 from tasks.services.approvals import args_hash
 

@@ -19,8 +19,8 @@ import urllib.request
 
 import click
 
-from app.commands import beat_command, web_command, worker_command
-from app.embedded import embedded_postgres, embedded_redis, embedded_smtp
+from app.ops.commands import beat_command, web_command, worker_command
+from app.ops.embedded import embedded_postgres, embedded_redis, embedded_smtp
 from tasks.engine import pg
 from tasks.settings import get_settings
 
@@ -67,7 +67,7 @@ def run_all(port: int) -> None:
 def _report_machine() -> None:
     """doctor's one-line summary, and the fix for each gap: a system this machine cannot
     run is said at start, not discovered when its first job fails."""
-    from app.doctor import fixes, run_checks, summary
+    from app.ops.doctor import fixes, run_checks, summary
 
     checks = run_checks()
     click.echo(summary(checks) + ("" if not fixes(checks) else "  (`switchyard doctor` for "
@@ -77,14 +77,14 @@ def _report_machine() -> None:
 
 
 def _prepare_database() -> None:
-    from app.migrations import upgrade
+    from app.ops.migrations import upgrade
 
     upgrade()
 
 
 def _local_token() -> str:
-    from app.db import session_factory
-    from app.tokens import create_token
+    from app.http.db import session_factory
+    from app.http.tokens import create_token
     from models.db import session_scope
 
     with pg.transaction(), session_scope(session_factory()) as session:

@@ -91,8 +91,8 @@ def owner_for_digest(digest: str) -> uuid.UUID | None:
 def caller_for_digest(digest: str) -> Caller | None:
     """The owner and admin flag of a live token, by hash. On every API request (and so
     for the cookie session too, which keeps the hash): one prepared statement on the web
-    process's small pool (app.pgpool), no ORM."""
-    from app import pgpool
+    process's small pool (app.http.pgpool), no ORM."""
+    from app.http import pgpool
 
     row = pgpool.fetch_one_dict("SELECT token_hash, owner_id, is_admin FROM api_tokens "
                                 "WHERE token_hash = %s AND revoked_at IS NULL", (digest,))

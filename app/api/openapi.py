@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 document of the HTTP API, built from the request models and the job registry.
 
 Request bodies come from the pydantic models themselves, so the document cannot drift from
-what the server validates, and so do response bodies (app.responses, the models the serializers
+what the server validates, and so do response bodies (app.api.responses, the models the serializers
 build); tests run schemathesis against it and check every route is in it.
 """
 
@@ -12,17 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from app import event_log
-from app.openapi_components import REF, UUID, obj, ref, typed
-from app.plan_schemas import PLAN_BODIES, PLAN_RESPONSES
-from app.responses import RESPONSE_MODELS
-from app.routes.code import IGNORED_HEADER, CodeTaskBody
-from app.routes.effects import ResolveBody
-from app.routes.functions import RUNS_LIMIT, RUNS_MAX, FunctionBody, RunBody
-from app.routes.owner_jobs import RetryFilter
-from app.routes.secrets import SecretBody
-from app.routes.startup import ChatBody, DecisionBody, LaunchBody
-from app.schemas import (
+from app.api.openapi_components import REF, UUID, obj, ref, typed
+from app.api.plan_schemas import PLAN_BODIES, PLAN_RESPONSES
+from app.api.responses import RESPONSE_MODELS
+from app.api.schemas import (
     NO_NUL,
     ChatListQuery,
     EventPageQuery,
@@ -32,6 +25,13 @@ from app.schemas import (
     ProjectUpdate,
     WorkflowRunBody,
 )
+from app.routes.code import IGNORED_HEADER, CodeTaskBody
+from app.routes.effects import ResolveBody
+from app.routes.functions import RUNS_LIMIT, RUNS_MAX, FunctionBody, RunBody
+from app.routes.owner_jobs import RetryFilter
+from app.routes.secrets import SecretBody
+from app.routes.startup import ChatBody, DecisionBody, LaunchBody
+from app.streams import event_log
 from models.startup import APPROVAL_STATUSES, EFFECT_STATUSES
 from tasks.engine import registry
 from tasks.engine.status import JobStatus

@@ -8,7 +8,7 @@ most its size of connections, borrowed per statement, each statement a server-si
 prepared one with no BEGIN/ROLLBACK around it, so one round trip per read and no
 ORM session (bench/http_latency.py: ~20 % less web CPU per enqueue request than
 the same reads through a SQLAlchemy session). The engine's own statements
-(enqueue, cancel, diagnosis) and the request's ORM session (app.db) borrow one
+(enqueue, cancel, diagnosis) and the request's ORM session (app.http.db) borrow one
 connection from the same pool for the length of a request (tasks.engine.pg.lend_from),
 and the event hub one for its life, so the process never holds more than
 SWITCHYARD_WEB_DB_CONNECTIONS connections (default 20), however many threads

@@ -168,7 +168,7 @@ class EventPageQuery(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     before: int | None = Field(default=None, ge=1, le=2**63 - 1)
-    limit: int = Field(default=50, ge=1, le=500)  # app.event_log.MAX_PAGE
+    limit: int = Field(default=50, ge=1, le=500)  # app.streams.event_log.MAX_PAGE
     types: str | None = Field(default=None, pattern=r"^[a-z_]+(,[a-z_]+)*$")
 
     def type_list(self) -> list[str] | None:

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from flask import Response, request
 
-from app import event_log
-from app.errors import ApiError
-from app.hub import Event, Subscription, hub
-from app.stream_slots import Slot
+from app.http.errors import ApiError
+from app.streams import event_log
+from app.streams.hub import Event, Subscription, hub
+from app.streams.stream_slots import Slot
 from tasks.settings import get_settings
 
 
@@ -141,7 +141,7 @@ def event_stream(sub: Subscription, cursor: int,
 
 
 def sse_response(events: Iterator[Event | ReplayEnd | None], slot: Slot) -> Response:
-    """The stream as a response; `slot` (app.stream_slots) is given back when it closes,
+    """The stream as a response; `slot` (app.streams.stream_slots) is given back when it closes,
     even when the body was never read. A ReplayEnd is the `replayed` event."""
     def body() -> Iterator[str]:
         yield ": connected\n\n"

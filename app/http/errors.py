@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import psycopg
 from flask import Flask, jsonify
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
@@ -94,6 +95,12 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception):
+        if isinstance(exc, psycopg.errors.QueryCanceled):
+            # A statement ran past SWITCHYARD_WEB_STATEMENT_TIMEOUT_SECONDS: the server cut it
+            # so it holds no connection every other request needs.
+            log.warning("statement cut at the web's time limit", extra={"action": "http_503"})
+            return _api(ApiError(503, "statement_timeout", "the database took too long to "
+                                 "answer; retry shortly", headers={"Retry-After": "1"}))
         if database_away(exc):
             # Expected while PostgreSQL restarts: one line, no traceback, no address.
             log.warning("database unavailable: answering 503", extra={"action": "http_503"})

@@ -31,8 +31,20 @@ import psycopg
 from psycopg.rows import dict_row
 
 from tasks.engine import pg
+from tasks.engine.errors import SwitchyardError
+from tasks.settings import get_settings
 
 PING_AFTER = 1.0  # seconds idle before a connection is checked on its way out
+
+
+class PoolBusy(SwitchyardError):
+    """Every connection of the web process is lent: the request is answered 503 at once
+    rather than queue behind slow ones (SWITCHYARD_WEB_DB_WAIT_SECONDS)."""
+
+    http_status, code = 503, "database_busy"
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "1"}
 
 
 class Pool:
@@ -52,8 +64,10 @@ class Pool:
             self._free.notify_all()
 
     def _take_slot(self) -> None:
+        wait = get_settings().web_db_wait_seconds
         with self._free:
-            self._free.wait_for(lambda: self._lent < self.size)
+            if not self._free.wait_for(lambda: self._lent < self.size, timeout=wait):
+                raise PoolBusy(f"no database connection came free within {wait:g} s")
             self._lent += 1
 
     def _release_slot(self) -> None:
@@ -71,7 +85,9 @@ class Pool:
             if conn is not None and time.monotonic() - since > PING_AFTER and not _alive(conn):
                 self.discard_idle()
                 conn = None
-            return conn if conn is not None and not conn.closed else pg.connect()
+            if conn is not None and not conn.closed:
+                return conn
+            return pg.connect(statement_timeout=get_settings().web_statement_timeout_seconds)
         except BaseException:
             self._release_slot()
             raise

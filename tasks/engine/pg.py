@@ -65,11 +65,30 @@ def borrowed() -> psycopg.Connection | None:
     return _local.conn if getattr(_local, "borrowed", False) else None
 
 
-def connect(url: str | None = None) -> psycopg.Connection:
+def connect(url: str | None = None, *,
+            statement_timeout: float | None = None) -> psycopg.Connection:
+    """A new autocommit connection. `statement_timeout`: seconds one statement may run
+    (default: a worker's, SWITCHYARD_WORKER_STATEMENT_TIMEOUT_SECONDS; 0: none)."""
+    settings = get_settings()
+    if statement_timeout is None:
+        statement_timeout = settings.worker_statement_timeout_seconds
     return psycopg.connect(
-        url or get_settings().libpq_url, autocommit=True, prepare_threshold=0,
+        url or settings.libpq_url, autocommit=True, prepare_threshold=0,
         application_name=f"switchyard-{os.getpid()}",
+        options=session_options(statement_timeout, settings.idle_in_transaction_timeout_seconds),
+        # The client's side: a peer gone silent (a cut network) is noticed in about a minute.
+        keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3,
     )
+
+
+def session_options(statement_timeout: float, idle_in_transaction: float) -> str:
+    """The server-side limits every connection sets at start (libpq `options`): statements
+    and idle transactions cut by the server, and its own TCP keepalives towards a client
+    that vanished, so no slow or abandoned session holds a connection or a lock for long."""
+    ms = {"statement_timeout": int(statement_timeout * 1000),
+          "idle_in_transaction_session_timeout": int(idle_in_transaction * 1000),
+          "tcp_keepalives_idle": 30, "tcp_keepalives_interval": 10, "tcp_keepalives_count": 3}
+    return " ".join(f"-c {name}={value}" for name, value in ms.items())
 
 
 def connection() -> psycopg.Connection:

@@ -173,10 +173,21 @@ class Settings:
     resend_base_url: str = "https://api.resend.com"
     github_api_url: str = "https://api.github.com"
     github_token: str = field(default="", repr=False)
+    # tasks.coding.tokens: the repositories (owner/name globs) the operator's GitHub token may
+    # serve when SWITCHYARD_SHARED_CREDENTIALS names `github`; empty: none.
+    github_shared_repos: str = ""
     ads_api_url: str = ""
     ads_api_key: str = field(default="", repr=False)
     # tasks.engine.pg: how long an engine write waits out a lost database before giving up.
     db_retry_seconds: float = 60.0
+    # tasks.engine.pg: how long one statement may run (a worker's, a web request's), and a
+    # transaction may sit idle, before PostgreSQL cuts it: one slow statement must not hold a
+    # connection every tenant's requests wait for. app.http.pgpool: how long a request waits
+    # for a pooled connection before it is answered 503.
+    worker_statement_timeout_seconds: float = 60.0
+    web_statement_timeout_seconds: float = 5.0
+    idle_in_transaction_timeout_seconds: float = 60.0
+    web_db_wait_seconds: float = 2.0
     # tasks.engine.retry: retries that cost no attempt (rate limits) stop after this many, or
     # this long, and no Retry-After parks a job for longer than retry_after_max_seconds.
     free_retry_max: int = 100
@@ -233,6 +244,10 @@ class Settings:
     @property
     def sqlalchemy_url(self) -> str:
         return sqlalchemy_url(self.database_url)
+
+    @property
+    def github_shared_repo_globs(self) -> tuple[str, ...]:
+        return tuple(g.strip().lower() for g in self.github_shared_repos.split(",") if g.strip())
 
     @property
     def shared_credential_kinds(self) -> frozenset[str]:
@@ -352,9 +367,17 @@ def get_settings() -> Settings:
         resend_base_url=env_str("SWITCHYARD_RESEND_BASE_URL", "https://api.resend.com"),
         github_api_url=env_str("SWITCHYARD_GITHUB_API_URL", "https://api.github.com"),
         github_token=env_str("SWITCHYARD_GITHUB_TOKEN", ""),
+        github_shared_repos=env_str("SWITCHYARD_GITHUB_SHARED_REPOS", ""),
         ads_api_url=env_str("SWITCHYARD_ADS_API_URL", ""),
         ads_api_key=env_str("SWITCHYARD_ADS_API_KEY", ""),
         db_retry_seconds=env_float("SWITCHYARD_DB_RETRY_SECONDS", 60.0, minimum=0.0),
+        worker_statement_timeout_seconds=env_float(
+            "SWITCHYARD_WORKER_STATEMENT_TIMEOUT_SECONDS", 60.0, minimum=0.0),
+        web_statement_timeout_seconds=env_float(
+            "SWITCHYARD_WEB_STATEMENT_TIMEOUT_SECONDS", 5.0, minimum=0.0),
+        idle_in_transaction_timeout_seconds=env_float(
+            "SWITCHYARD_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS", 60.0, minimum=0.0),
+        web_db_wait_seconds=env_float("SWITCHYARD_WEB_DB_WAIT_SECONDS", 2.0, minimum=0.0),
         free_retry_max=env_int("SWITCHYARD_FREE_RETRY_MAX", 100, minimum=0),
         free_retry_max_seconds=env_float("SWITCHYARD_FREE_RETRY_MAX_SECONDS", 6 * 3600.0),
         retry_after_max_seconds=env_float("SWITCHYARD_RETRY_AFTER_MAX_SECONDS", 3600.0,

@@ -22,18 +22,16 @@ from app.http import db
 from app.http.auth import current_owner
 from app.http.errors import ApiError
 from app.routes.body import parse_body
-from tasks.coding import merges, webhooks
+from tasks.coding import merges, tokens, webhooks
 from tasks.coding.gitsource import REPO_URL_PATTERN, url_problem
 from tasks.coding.payloads import BRANCH_PATTERN, RunTaskPayload
 from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.services import keystore
-from tasks.settings import get_settings
 
 log = logging.getLogger(__name__)
 bp = Blueprint("code", __name__)
 
 WEBHOOK_SECRET = "github_webhook_secret"
-GITHUB_TOKEN = "github_token"
 IGNORED_HEADER = "X-Switchyard-Ignored"
 GITHUB_SECONDS = 5.0  # GitHub gives a delivery ten seconds in all
 
@@ -79,7 +77,7 @@ def create_code_task(pid: str):
 def github_webhook(pid: str):
     raw = request.get_data(cache=False)  # MAX_CONTENT_LENGTH caps it (413)
     project_id = webhook_project(pid)
-    secrets = keystore.read(project_id, [WEBHOOK_SECRET, GITHUB_TOKEN]) if project_id else {}
+    secrets = keystore.read(project_id, [WEBHOOK_SECRET, tokens.SECRET]) if project_id else {}
     if not webhooks.signature_ok(secrets.get(WEBHOOK_SECRET, ""), raw,
                                  request.headers.get("X-Hub-Signature-256")):
         raise ApiError(401, "bad_signature", "missing or wrong X-Hub-Signature-256: the "
@@ -98,9 +96,8 @@ def github_webhook(pid: str):
         log.info("webhook pull request closed", extra={
             "action": "webhook_pr_closed", **facts, "merged": closed[1], "settled": settled})
         return jsonify({"settled": settled}), 200
-    token = secrets.get(GITHUB_TOKEN) or get_settings().github_token or None
     outcome = webhooks.trigger_for(event, doc, pull_head=webhooks.github_lookup(
-        token, timeout=GITHUB_SECONDS))
+        lambda repo: tokens.pick(secrets.get(tokens.SECRET), repo), timeout=GITHUB_SECONDS))
     if isinstance(outcome, webhooks.Ignored):
         log.info("webhook ignored", extra={"action": "webhook_ignored", **facts,
                                            "reason": outcome.reason})

@@ -16,7 +16,7 @@ from typing import Any
 from tasks.coding import git, github, plans, prompts, repomap, sandbox, tools, verify
 from tasks.coding.loop import Agent, Checkout
 from tasks.coding.payloads import RunTaskPayload
-from tasks.coding.tokens import github_token, token_for
+from tasks.coding.tokens import require_for_pull_request, token_for
 from tasks.coding.workspace import workspace_for
 from tasks.engine import pg
 from tasks.engine.context import JobContext
@@ -243,17 +243,19 @@ def deliver(agent: Agent, *, task: str, base_branch: str, github_repo: str | Non
     if github_repo:
         body = pr_body(task, plan, verification, agent.spend.as_dict())
         pr = ctx.step("pull-request", open_pr, ctx, github_repo, branch, base_branch,
-                      task, body, github_token(ctx.project_id))
+                      task, body)
         pr_url = pr["url"]
     phase(ctx, "deliver", "completed", branch)
     return {"branch": branch, "commit": commit, "pr_url": pr_url}
 
 
-def open_pr(ctx: JobContext, repo: str, head: str, base: str, task: str, body: str,
-            token: str | None) -> dict[str, Any]:
+def open_pr(ctx: JobContext, repo: str, head: str, base: str, task: str,
+            body: str) -> dict[str, Any]:
+    # The token is read here, inside the step, so it is never part of a step's input.
+    token = require_for_pull_request(ctx.project_id, repo)
     pr = github.open_pull_request(repo=repo, head=head, base=base,
                                   title=task.strip().splitlines()[0][:120], body=body,
-                                  token=token or "")
+                                  token=token)
     ctx.emit("pull_request", f"pull request #{pr.number}",
              {"url": pr.url, "number": pr.number, "branch": head})
     return {"url": pr.url, "number": pr.number}

@@ -52,12 +52,13 @@ class PullRequestUnreadable(SwitchyardError):
         return {"Retry-After": "60"} if self.passing else {}
 
 
-def github_lookup(token: str | None, *, timeout: float) -> PullLookup:
-    """A pull request's head as GitHub tells it, within `timeout` seconds."""
+def github_lookup(token: Callable[[str], str | None], *, timeout: float) -> PullLookup:
+    """A pull request's head as GitHub tells it, within `timeout` seconds, with the token
+    `token(repo)` gives (tasks.coding.tokens.pick: the operator's only where it is lent)."""
 
     def lookup(repo: str, number: int) -> PullHead:
         try:
-            return github.pull_request_head(repo, number, token, timeout=timeout)
+            return github.pull_request_head(repo, number, token(repo), timeout=timeout)
         except SwitchyardError as exc:
             raise PullRequestUnreadable(exc) from None
 

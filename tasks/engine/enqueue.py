@@ -101,6 +101,8 @@ def enqueue(req: EnqueueRequest, *, publish: bool = True, public: bool = False) 
     """Create the job once per (project, key); publish its wake-up after the commit.
     `public`: the request is a client's (validate(public=True))."""
     job_type, payload = validate(req, public=public)
+    if job_type.admit is not None:
+        job_type.admit(str(req.project_id), req.payload)
     key = req.idempotency_key or f"auto:{uuid.uuid4()}"
     priority = DEFAULT_PRIORITY if req.priority is None else req.priority
     params = {

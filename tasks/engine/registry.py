@@ -37,6 +37,10 @@ class JobType:
     # Programs from the machine (tasks.engine.system_parts.PARTS) a run needs: without one the job
     # fails at once, saying what is missing and how to install it.
     requires: tuple[str, ...] = ()
+    # What a new job of this type needs of its project beyond a valid payload (a credential
+    # to deliver with): called with the project id and payload before the job is stored;
+    # raises InvalidPayload saying what to set, so work that could not land never starts.
+    admit: Callable[[str, dict[str, Any]], None] | None = None
 
     def __post_init__(self) -> None:
         if self.queue not in QUEUES:

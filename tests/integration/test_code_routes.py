@@ -53,8 +53,50 @@ def _jobs(project: str) -> list[tuple[str, str, dict[str, Any], str]]:
 
 # --- POST /api/projects/<pid>/code-tasks ------------------------------------------------
 
+OPERATOR_TOKEN = "ghp-operator-0123456789abcdef"
+
+
+@pytest.fixture
+def operator_token(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("SWITCHYARD_GITHUB_TOKEN", OPERATOR_TOKEN)
+    get_settings.cache_clear()
+    yield
+    monkeypatch.undo()
+    get_settings.cache_clear()
+
+
+def test_a_pull_request_needs_the_projects_token_not_the_operators(
+        client, alice, operator_token, monkeypatch) -> None:
+    # Given an operator with a GitHub token it does not lend (the default)
+    auth, pid = alice
+    body = {"repo_url": "https://github.com/victim-org/private.git", "task": "Leak it",
+            "github_repo": "victim-org/private"}
+    # When a project without its own token asks for a pull request
+    refused = client.post(f"/api/projects/{pid}/code-tasks", headers=auth, json=body)
+    # Then it is refused before anything runs, saying which secret to set
+    assert refused.status_code == 422, refused.json
+    error = refused.json["error"]
+    assert error["code"] == "invalid_payload"
+    assert error["details"] == {"field": "github_repo", "secret": "github_token"}
+    assert "github_token" in error["message"] and OPERATOR_TOKEN not in refused.get_data(True)
+    assert _jobs(pid) == []
+    # And a lent token serves only the repositories the operator names
+    monkeypatch.setenv("SWITCHYARD_SHARED_CREDENTIALS", "email,github")
+    monkeypatch.setenv("SWITCHYARD_GITHUB_SHARED_REPOS", "acme/*, tools/cli")
+    get_settings.cache_clear()
+    again = client.post(f"/api/projects/{pid}/code-tasks", headers=auth, json=body)
+    assert again.status_code == 422 and _jobs(pid) == []
+    ours = {**body, "repo_url": "https://github.com/acme/widgets.git", "github_repo": REPO}
+    assert client.post(f"/api/projects/{pid}/code-tasks", headers=auth,
+                       json=ours).status_code == 202
+    # And a task that opens no pull request needs no token
+    plain = {"repo_url": "https://github.com/victim-org/public.git", "task": "Read it"}
+    assert client.post(f"/api/projects/{pid}/code-tasks", headers=auth,
+                       json=plain).status_code == 202
+
 def test_a_code_task_enqueues_code_run_task_with_its_payload(client, alice) -> None:
     auth, pid = alice
+    keystore.put(pid, "github_token", TOKEN)  # what its pull request will be opened with
     body = {"repo_url": "https://github.com/acme/widgets.git", "task": "Fix the README",
             "github_repo": REPO, "branch": "develop"}
     response = client.post(f"/api/projects/{pid}/code-tasks", headers=auth, json=body)
@@ -169,6 +211,7 @@ def deliver(client: FlaskClient, pid: str, event: str, doc: dict[str, Any], *,
 def hooked(alice) -> str:
     _, pid = alice
     keystore.put(pid, "github_webhook_secret", SECRET)
+    keystore.put(pid, "github_token", TOKEN)
     return pid
 
 
@@ -264,6 +307,30 @@ def gh(fake_github: FakeGithub, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
     get_settings.cache_clear()
     keystore.put(hooked, "github_token", TOKEN)
     yield fake_github
+    monkeypatch.undo()
+    get_settings.cache_clear()
+
+
+def test_a_webhook_of_a_project_without_a_token_never_borrows_the_operators(
+        client, alice, fake_github, monkeypatch) -> None:  # noqa: F811
+    # Given a project whose webhook is set but which has no GitHub token of its own, on a
+    # server whose operator has one (not lent)
+    _, pid = alice
+    keystore.put(pid, "github_webhook_secret", SECRET)
+    monkeypatch.setenv("SWITCHYARD_GITHUB_API_URL", fake_github.url)
+    monkeypatch.setenv("SWITCHYARD_GITHUB_TOKEN", OPERATOR_TOKEN)
+    get_settings.cache_clear()
+    gh = fake_github
+    other = gh.add_pull(REPO, head="feature/y")
+    # When a comment asks the agent to fix a pull request
+    response = deliver(client, pid, "issue_comment",
+                       comment_event("/agent fix", number=other["number"], comment_id=7))
+    # Then GitHub was asked without the operator's token, and no job that could not deliver
+    # its work was started
+    assert all(seen.authorization != f"Bearer {OPERATOR_TOKEN}" for seen in gh.requests())
+    assert gh.requests(), "the pull request was looked up"
+    assert response.status_code in (422, 502), response.json
+    assert _jobs(pid) == []
     monkeypatch.undo()
     get_settings.cache_clear()
 

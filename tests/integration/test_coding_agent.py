@@ -44,6 +44,9 @@ def model(anthropic_model: FakeAnthropic, fake_github: FakeGithub,
           monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
     monkeypatch.setenv("SWITCHYARD_GITHUB_API_URL", fake_github.url)
     monkeypatch.setenv("SWITCHYARD_GITHUB_TOKEN", fake_github.token)
+    # The operator lends its token for its own organisation's repositories only.
+    monkeypatch.setenv("SWITCHYARD_SHARED_CREDENTIALS", "email,github")
+    monkeypatch.setenv("SWITCHYARD_GITHUB_SHARED_REPOS", "acme/*")
     get_settings.cache_clear()
     yield anthropic_model
     monkeypatch.undo()

@@ -57,6 +57,9 @@ KINDS = tuple(DEFAULTS)
 CEILINGS: dict[str, int] = {"email": 500, "deploy_hook": 200, "github_dispatch": 200,
                             "ad_campaign": 50}
 SETTINGS_HINT = "SWITCHYARD_EFFECTS_ALLOWED"
+# Operator credentials SWITCHYARD_SHARED_CREDENTIALS may lend besides the effects' own:
+# `github`, the token of clones, pushes and pull requests (tasks.coding.tokens).
+SHARED_NOT_EFFECTS = ("github",)
 
 
 @dataclass(frozen=True)
@@ -166,10 +169,10 @@ def operator() -> Operator:
 
 def _check(settings: Settings) -> None:
     Operator.parse(settings.effects_allowed, settings.effect_cap_ceilings)
-    unknown = settings.shared_credential_kinds - set(KINDS)
+    unknown = settings.shared_credential_kinds - set(KINDS) - set(SHARED_NOT_EFFECTS)
     if unknown:
-        raise ValueError(f"SWITCHYARD_SHARED_CREDENTIALS names unknown effect kinds "
-                         f"{sorted(unknown)}: use some of {list(KINDS)}")
+        raise ValueError(f"SWITCHYARD_SHARED_CREDENTIALS names unknown kinds {sorted(unknown)}: "
+                         f"use some of {[*KINDS, *SHARED_NOT_EFFECTS]}")
 
 
 add_check(_check)

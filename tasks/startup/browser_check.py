@@ -28,9 +28,9 @@ from playwright.sync_api import Browser, Route, ViewportSize, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
 from tasks.engine.errors import PermanentError
-from tasks.engine.system_parts import CHROMIUM
 from tasks.services.effects.adapters import http
 from tasks.services.effects.adapters.base import ProviderResult
+from tasks.startup import browser_sandbox
 
 CHECKS = ("screenshot", "mobile_responsive", "waitlist_form", "meta_tags")
 DESKTOP = ViewportSize(width=1280, height=800)
@@ -127,11 +127,12 @@ class Guard:
 
 @contextmanager
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=[
+    with browser_sandbox.launch() as how, sync_playwright() as p:
+        b = p.chromium.launch(executable_path=how.executable, env=how.env,
+                              chromium_sandbox=True, args=[
             # Anything not answered by the guard goes to a proxy that is not there.
             "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
-            "--disable-background-networking", "--no-first-run"])
+            "--disable-background-networking", "--no-first-run", *how.args])
         try:
             yield b
         finally:

@@ -4,10 +4,14 @@ egress guard on every request the page makes."""
 from __future__ import annotations
 
 import io
+import os
+import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tasks.engine.system_parts import CHROMIUM
 from tasks.startup import browser_check
 from tests.support.landing_pages import BAD, GOOD, PageHandler, serving
 
@@ -32,7 +36,7 @@ class _Site(PageHandler):
 
 @pytest.fixture
 def site() -> Iterator[str]:
-    if not browser_check.CHROMIUM.exists():
+    if not CHROMIUM.exists():
         pytest.skip("apt-get install chromium")
     _Site.paths = []
     with serving(_Site) as base:
@@ -70,3 +74,75 @@ def test_a_page_that_fails_says_what_is_missing(site) -> None:
     assert mobile["overflow_px"] >= 900 - 390 and mobile["small_tap_targets"] >= 1
     line = browser_check.summary(result)
     assert "missing meta tags" in line and "no waitlist form" in line and "overflow" in line
+
+
+def _chromium_processes() -> list[dict[str, str]]:
+    """Every running Chromium process: its uid, seccomp mode, type and environment."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if not os.readlink(proc / "exe").endswith("/chromium"):
+                continue
+            status = dict(line.split(":\t", 1) for line in
+                          (proc / "status").read_text().splitlines() if ":\t" in line)
+            found.append({"uid": status["Uid"].split()[0], "seccomp": status["Seccomp"].strip(),
+                          "cmdline": (proc / "cmdline").read_text(),
+                          "environ": (proc / "environ").read_bytes().decode(errors="replace")})
+        except (OSError, KeyError):
+            continue  # gone meanwhile, or not ours to read
+    return found
+
+
+class _Spy(PageHandler):
+    seen: list[list[dict[str, str]]] = []
+
+    def do_GET(self) -> None:
+        _Spy.seen.append(_chromium_processes())  # Chromium is rendering this very page
+        self.send_page(200, "text/html; charset=utf-8", GOOD)
+
+
+def test_chromium_runs_sandboxed_with_none_of_the_workers_environment(
+        site, monkeypatch) -> None:
+    # Given a worker whose environment holds secrets
+    secret = "sk-live-worker-secret-0123456789"
+    monkeypatch.setenv("SWITCHYARD_SECRET_KEY", secret)
+    _Spy.seen = []
+    with serving(_Spy) as base:
+        # When it checks a tenant's page
+        browser_check.check_page(f"{base}/", ["meta_tags"])
+    # Then no Chromium process could read them, renderers ran under seccomp, and none ran
+    # as root
+    [procs] = _Spy.seen
+    assert procs, "no Chromium process was seen while it loaded the page"
+    for proc in procs:
+        assert secret not in proc["environ"] and "DATABASE_URL" not in proc["environ"]
+        assert proc["uid"] != "0"
+    renderers = [p for p in procs if "--type=renderer" in p["cmdline"]]
+    assert renderers and all(p["seccomp"] == "2" for p in renderers)
+
+
+def test_a_pages_webrtc_sends_nothing_to_a_local_listener(site) -> None:
+    # Given a UDP listener on loopback, and a page asking WebRTC to reach it
+    listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    page_js = (f"<script>const pc = new RTCPeerConnection({{iceServers: [{{urls: "
+               f"'stun:127.0.0.1:{port}'}}, {{urls: 'turn:127.0.0.1:{port}?transport=udp', "
+               "username: 'u', credential: 'c'}]}); pc.createDataChannel('x');"
+               "pc.createOffer().then(o => pc.setLocalDescription(o));</script>")
+    # When Chromium renders it for a few seconds
+    with browser_check.browser() as b:
+        page = b.new_page()
+        page.set_content(page_js)
+        page.wait_for_timeout(3000)
+    # Then no packet arrived
+    received = []
+    try:
+        while True:
+            received.append(listener.recvfrom(2048))
+    except TimeoutError:
+        pass
+    finally:
+        listener.close()
+    assert received == []

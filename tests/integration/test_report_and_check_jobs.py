@@ -12,8 +12,7 @@ from pptx import Presentation
 from pypdf import PdfReader
 
 from app.web import create_app
-from tasks.engine import pg
-from tasks.startup import browser_check
+from tasks.engine import pg, system_parts
 from tests.integration.jobdb import tuples, wait_for
 from tests.integration.test_api_contract import Caller, _caller
 from tests.support.landing_pages import Landing, serving
@@ -65,7 +64,7 @@ def test_a_report_job_leaves_its_file_as_an_artifact_and_its_findings_in_memory(
 
 @pytest.fixture
 def landing() -> Iterator[str]:
-    if not browser_check.CHROMIUM.exists():
+    if not system_parts.CHROMIUM.exists():
         pytest.skip("apt-get install chromium")
     with serving(Landing) as base:
         yield base + "/"

@@ -185,6 +185,11 @@ class Settings:
     # connection every tenant's requests wait for. app.http.pgpool: how long a request waits
     # for a pooled connection before it is answered 503.
     worker_statement_timeout_seconds: float = 60.0
+    # tasks.engine.context: the largest event data kept whole (a larger one is cut to a
+    # preview that says so) and the largest step output (a larger one fails the step: keep
+    # big data in an artifact and return its id), in bytes of JSON.
+    event_data_max_bytes: int = 64 * 1024
+    step_output_max_bytes: int = 1024 * 1024
     web_statement_timeout_seconds: float = 5.0
     idle_in_transaction_timeout_seconds: float = 60.0
     web_db_wait_seconds: float = 2.0
@@ -371,6 +376,9 @@ def get_settings() -> Settings:
         ads_api_url=env_str("SWITCHYARD_ADS_API_URL", ""),
         ads_api_key=env_str("SWITCHYARD_ADS_API_KEY", ""),
         db_retry_seconds=env_float("SWITCHYARD_DB_RETRY_SECONDS", 60.0, minimum=0.0),
+        event_data_max_bytes=env_int("SWITCHYARD_EVENT_DATA_MAX_BYTES", 64 * 1024, minimum=1024),
+        step_output_max_bytes=env_int("SWITCHYARD_STEP_OUTPUT_MAX_BYTES", 1024 * 1024,
+                                      minimum=64 * 1024),
         worker_statement_timeout_seconds=env_float(
             "SWITCHYARD_WORKER_STATEMENT_TIMEOUT_SECONDS", 60.0, minimum=0.0),
         web_statement_timeout_seconds=env_float(

@@ -259,6 +259,11 @@ def paths() -> dict[str, Any]:
             (*json_body, 404), body="RetryFilter")},
         "/api/jobs/{jid}": {"get": _op("get_job", "One job with its steps.",
                                        {200: _json("The job.", "Job")}, (404,), params=[JID])},
+        "/api/jobs/{jid}/steps/{seq}": {"get": _op(
+            "get_step", "One step with its whole output (a job's view cuts large ones).",
+            {200: _json("The step.", "Step")}, (404,), params=[JID, {
+                "name": "seq", "in": "path", "required": True,
+                "schema": typed("integer", minimum=1), "description": "The step's number."}])},
         "/api/jobs/{jid}/cancel": {"post": _op(
             "cancel_job", "Cancel a job and its descendants (running: at the next step).",
             {200: _json("The job after the cancel request.", "Job")}, (404,), params=[JID])},

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from app.api import responses
 from app.http import pgpool
 from app.http.errors import ApiError, not_found
-from models import AgentJob, Artifact, JobStep, Project
+from models import AgentJob, Artifact, Project
 
 
 def project_for_owner(session: Session, owner: uuid.UUID, project_id: str) -> Project | None:
@@ -104,9 +104,40 @@ def list_jobs(session: Session, project_id: uuid.UUID, *, status: str | None,
     return rows, encode_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None
 
 
-def steps_of(session: Session, job_id: uuid.UUID) -> list[JobStep]:
-    return list(session.scalars(select(JobStep).where(JobStep.job_id == job_id)
-                                .order_by(JobStep.seq)))
+# A job's view serves each step's output up to this many bytes of JSON; a larger one is
+# cut to a preview and linked (GET /api/jobs/<jid>/steps/<seq>), so reading a job never
+# makes the web process hold its steps' megabytes.
+OUTPUT_PREVIEW_BYTES = 4096
+STEPS = """
+SELECT seq, name, status, error, attempts, started_at, finished_at, size AS output_bytes,
+    CASE WHEN size <= %(cut)s THEN output END AS output,
+    CASE WHEN size > %(cut)s THEN left(output::text, %(cut)s) END AS output_preview
+FROM (SELECT *, octet_length(output::text) AS size FROM job_steps
+      WHERE job_id = %(job)s <one>) s ORDER BY seq
+"""
+
+
+def steps_of(job_id: uuid.UUID) -> list[dict[str, Any]]:
+    """A job's steps, outputs over OUTPUT_PREVIEW_BYTES cut to a preview."""
+    return pgpool.fetch_dicts(STEPS.replace("<one>", ""),
+                              {"job": job_id, "cut": OUTPUT_PREVIEW_BYTES})
+
+
+def step_of(job_id: uuid.UUID, seq: int) -> dict[str, Any] | None:
+    """One step with its whole output (it is at most SWITCHYARD_STEP_OUTPUT_MAX_BYTES)."""
+    rows = pgpool.fetch_dicts(STEPS.replace("<one>", "AND seq = %(seq)s"),
+                              {"job": job_id, "cut": 2**31 - 1, "seq": seq})
+    return rows[0] if rows else None
+
+
+def step_json(job_id: uuid.UUID, s: dict[str, Any]) -> responses.Step:
+    cut = s["output_preview"] is not None
+    return responses.Step(
+        seq=s["seq"], name=s["name"], status=s["status"], output=s["output"], error=s["error"],
+        attempts=s["attempts"], started_at=s["started_at"], finished_at=s["finished_at"],
+        output_truncated=cut, output_preview=s["output_preview"],
+        output_bytes=s["output_bytes"],
+        output_url=f"/api/jobs/{job_id}/steps/{s['seq']}" if cut else None)
 
 
 def encode_cursor(created: datetime, jid: uuid.UUID) -> str:
@@ -128,7 +159,7 @@ def project_json(p: Project) -> dict[str, Any]:
         settings=p.settings, created_at=p.created_at).dump()
 
 
-def job_json(j: AgentJob, steps: list[JobStep] | None = None) -> dict[str, Any]:
+def job_json(j: AgentJob, steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A job; with its steps (`Job`) when they are given, else the list's `JobSummary`."""
     fields: dict[str, Any] = {
         "id": j.id, "project_id": j.project_id, "job_type": j.job_type, "status": j.status,
@@ -139,11 +170,7 @@ def job_json(j: AgentJob, steps: list[JobStep] | None = None) -> dict[str, Any]:
     }
     if steps is None:
         return responses.JobSummary(**fields).dump()
-    return responses.Job(**fields, steps=[
-        responses.Step(seq=s.seq, name=s.name, status=s.status, output=s.output,
-                       error=s.error, attempts=s.attempts, started_at=s.started_at,
-                       finished_at=s.finished_at)
-        for s in steps]).dump()
+    return responses.Job(**fields, steps=[step_json(j.id, s) for s in steps]).dump()
 
 
 def parse_uuid(value: str) -> uuid.UUID | None:

@@ -80,11 +80,17 @@ class Step(Response):
     seq: Annotated[int, Field(ge=1)]
     name: str
     status: StepStatus
+    # In a job's view an output over OUTPUT_PREVIEW_BYTES is cut: `output` is null,
+    # `output_preview` its first bytes as JSON text, and `output_url` the step's whole.
     output: Any
     error: str | None
     attempts: Count
     started_at: Stamp
     finished_at: Stamp | None
+    output_truncated: bool = False
+    output_preview: str | None = None
+    output_bytes: Count | None = None
+    output_url: str | None = None
 
 
 class JobSummary(Response):

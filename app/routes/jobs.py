@@ -13,6 +13,8 @@ from app.api.queries import (
     list_jobs,
     project_id_for_owner,
     require_project,
+    step_json,
+    step_of,
     steps_of,
 )
 from app.api.schemas import JobCreate, JobListQuery
@@ -44,7 +46,7 @@ def _job_body(job_id: uuid.UUID) -> dict:
     session.expire_all()
     job = session.get(AgentJob, job_id)
     assert job is not None
-    return job_json(job, steps_of(session, job.id))
+    return job_json(job, steps_of(job.id))
 
 
 @bp.post("/api/projects/<pid>/jobs")
@@ -86,7 +88,18 @@ def get_jobs(pid: str):
 @bp.get("/api/jobs/<uuid:jid>")
 def get_job(jid: uuid.UUID):
     job = _owned_job(str(jid))
-    return jsonify(job_json(job, steps_of(db.session(), job.id)))
+    return jsonify(job_json(job, steps_of(job.id)))
+
+
+@bp.get("/api/jobs/<uuid:jid>/steps/<seq>")
+def get_step(jid: uuid.UUID, seq: str):
+    job = _owned_job(str(jid))
+    # Matched as text, so any other method on the URL is a 405, not a 404.
+    step = step_of(job.id, int(seq)) if seq.isascii() and seq.isdigit() and len(seq) < 10 \
+        else None
+    if step is None:
+        raise not_found("step")
+    return jsonify(step_json(job.id, step).dump())
 
 
 @bp.post("/api/jobs/<jid>/cancel")

@@ -43,8 +43,20 @@ LATE_WINDOW = 3600.0     # ... and for at most this long (a transaction open for
 LATE_RECHECK = 0.5       # the skipped ids are looked up at most this often
 QUEUE_LIMIT = 2000
 BATCH = 1000
+# At most about this many bytes of event data per read (one event may pass it alone; each
+# is at most SWITCHYARD_EVENT_DATA_MAX_BYTES): a burst of big events from one tenant never
+# makes a web process hold all of them at once.
+BATCH_BYTES = 4 * 1024 * 1024
 
 EVENT_COLUMNS = "id, job_id, project_id, type, message, data, created_at"
+# The next events after a cursor, up to BATCH rows and about BATCH_BYTES of data (the first
+# row always); `running` is the data read so far, up to and including the row.
+POLL = f"""
+SELECT {EVENT_COLUMNS}, running FROM (
+    SELECT {EVENT_COLUMNS}, sum(octet_length(data::text)) OVER (ORDER BY id) AS running
+    FROM agent_job_events WHERE id > %s ORDER BY id LIMIT {BATCH}
+) e WHERE running - octet_length(data::text) < %s ORDER BY id
+"""
 
 
 @dataclass(frozen=True)
@@ -158,7 +170,8 @@ class EventHub:
                 self._ready.set()
                 self._failing = False
                 while not self._stop.is_set():
-                    self._poll()
+                    while self._poll() and not self._stop.is_set():
+                        pass  # a full read: more may be waiting, read on before sleeping
                     # Woken by the next NOTIFY; the timeout re-reads anyway, which
                     # closes a gap that is waiting for its late commit.
                     timeout = GAP_RECHECK if self._gap_since is not None else IDLE_RECHECK
@@ -173,21 +186,24 @@ class EventHub:
                 time.sleep(1)
         pg.reset()  # a LISTENing connection goes back to no pool
 
-    def _poll(self) -> None:
+    def _poll(self) -> bool:
+        """Publish what committed since the cursor; True when the read was full."""
         assert self._cursor is not None
         self._recheck_late()
-        rows = pg.fetch_dicts(f"SELECT {EVENT_COLUMNS} FROM agent_job_events WHERE id > %s "
-                              f"ORDER BY id LIMIT {BATCH}", (self._cursor,))
+        rows = pg.fetch_dicts(POLL, (self._cursor, BATCH_BYTES))
+        read = rows[-1]["running"] if rows else 0
         for row in rows:
+            del row["running"]
             e = Event(**row)
             skipped = range(self._cursor + 1, e.id)
             if skipped:
                 if self._gap_since is None:
                     self._gap_since = time.monotonic()
                 if time.monotonic() - self._gap_since < GAP_TIMEOUT:
-                    return  # an earlier id may still commit: wait for it
+                    return False  # an earlier id may still commit: wait for it
             self._gap_since = None
             self._publish(e, skipped)
+        return len(rows) == BATCH or read >= BATCH_BYTES
 
     def _recheck_late(self) -> None:
         """Publish the skipped ids that have committed since; forget the oldest ones."""

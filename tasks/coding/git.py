@@ -24,6 +24,7 @@ from tasks.coding.gitcmd import NETWORK_TIMEOUT, Auth, GitFailed, check, check_n
 from tasks.coding.gitsource import Source, check_source, pin, url_problem
 from tasks.coding.payloads import _branch
 from tasks.engine.errors import PermanentError
+from tasks.settings import get_settings
 
 __all__ = [
     "FileStat",
@@ -48,7 +49,11 @@ __all__ = [
 RAW = "* -text !eol -filter -ident -working-tree-encoding\n"
 # A second pass when a patch is not UTF-8 (a Latin-1 source file): every change binary.
 ALL_BINARY = RAW + "* -diff\n"
-PATCH_LIMIT = 64 * 1024 * 1024  # bytes: past it the workspace holds build output, not work
+def patch_limit() -> int:
+    """Bytes: a tool step records the workspace's patch as its output, which the engine
+    bounds (SWITCHYARD_STEP_OUTPUT_MAX_BYTES); an eighth is left for JSON's escapes."""
+    cap = get_settings().step_output_max_bytes
+    return cap - cap // 8
 DIFF = ("--no-ext-diff", "--no-textconv", "--no-renames", "--src-prefix=a/",
         "--dst-prefix=b/", "--no-color")
 SLUG = re.compile(r"[^a-z0-9]+")
@@ -129,9 +134,10 @@ def _root_commit(dest: Path) -> None:
     check(_git(dest, "update-ref", "HEAD", commit), "git update-ref")
 
 
-def changes(dest: Path, base_sha: str, *, limit: int = PATCH_LIMIT) -> str:
+def changes(dest: Path, base_sha: str, *, limit: int | None = None) -> str:
     """Everything in the workspace that differs from `base_sha` (edits, new files that are not
     ignored, deletions, modes, symlinks, binaries) as one patch `restore` applies."""
+    limit = patch_limit() if limit is None else limit
     patch = _patch(dest, base_sha, limit)
     try:
         return patch.decode("utf-8")
@@ -320,8 +326,9 @@ def _patch(dest: Path, base_sha: str, limit: int) -> bytes:
         result = _git(dest, "diff", "--cached", "--binary", "--full-index", *DIFF,
                       _commit(base_sha), "--", index=index, cap=limit)
     if result.truncated:
-        raise PatchTooLarge(f"the workspace's changes are over {limit // (1024 * 1024)} MiB "
-                            "as a patch: build output that .gitignore does not name?")
+        raise PatchTooLarge(f"the workspace's changes are over {limit // 1024} KiB as a patch "
+                            "(SWITCHYARD_STEP_OUTPUT_MAX_BYTES): build output that "
+                            ".gitignore does not name, or a change to make in smaller parts?")
     return check(result, "git diff")
 
 

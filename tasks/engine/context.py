@@ -28,6 +28,7 @@ from tasks.engine.events import STEP_COMPLETED, STEP_FAILED, STEP_STARTED, step_
 from tasks.engine.sql import one_ended
 from tasks.engine.status import TERMINAL, JobStatus
 from tasks.engine.storable import to_json
+from tasks.settings import get_settings
 
 T = TypeVar("T")
 
@@ -103,7 +104,7 @@ class JobContext:
         trace.step("start", self.job_id, seq, name, self.owner.token)
         try:
             output = fn(*args, **kwargs)
-            encoded = to_json(output, f"the output of step {name!r}")
+            encoded = bounded_output(to_json(output, f"the output of step {name!r}"), name)
         except Exception as exc:
             trace.step("end", self.job_id, seq, name, self.owner.token, ok=False)
             self.pending = self._outcome(deferred, seq, name, STEP_FAILED,
@@ -133,7 +134,7 @@ class JobContext:
         if self.replaying:
             return
         self._write(events=[store.event(store.Order.NEXT, type_, message,
-                                        to_json(data or {}, "event data"))])
+                                        bounded_event_data(to_json(data or {}, "event data")))])
 
     def spawn(self, job_type: str, payload: dict[str, Any], **options: Any) -> str:
         """Enqueue a child once per parent and position; returns its id."""
@@ -235,3 +236,29 @@ class JobContext:
 def describe_error(exc: BaseException) -> str:
     text = str(exc).replace("\x00", "\\x00")  # a text column cannot hold NUL
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+PREVIEW_CHARS = 2048
+
+
+def bounded_event_data(encoded: str) -> str:
+    """Event data as stored: whole up to SWITCHYARD_EVENT_DATA_MAX_BYTES, else a preview
+    that says what was cut (a feed is read by every stream of the project: no event may
+    make a web process hold megabytes)."""
+    size, limit = len(encoded.encode()), get_settings().event_data_max_bytes
+    if size <= limit:
+        return encoded
+    return json.dumps({"truncated": True, "bytes": size, "limit": limit,
+                       "preview": encoded[:PREVIEW_CHARS]})
+
+
+def bounded_output(encoded: str, name: str) -> str:
+    """A step's output as stored, at most SWITCHYARD_STEP_OUTPUT_MAX_BYTES; a larger one
+    fails the step saying so (it is replayed whole on every retry and served by the API)."""
+    size, limit = len(encoded.encode()), get_settings().step_output_max_bytes
+    if size > limit:
+        raise PermanentError(
+            f"the output of step {name!r} is {size} bytes, over the limit of {limit} "
+            "(SWITCHYARD_STEP_OUTPUT_MAX_BYTES): keep large data in an artifact and return "
+            "its id")
+    return encoded

@@ -30,6 +30,7 @@ from app.web import create_app
 from models.db import session_scope
 from tasks.engine import pg
 from tasks.engine.enqueue import EnqueueRequest, enqueue
+from tasks.services import keystore
 from tasks.settings import get_settings
 
 STREAMS = ("/api/projects/{pid}/events", "/api/jobs/{jid}/events")
@@ -163,6 +164,8 @@ def world(owner_and_project: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -
     with session_scope(session_factory()) as session:
         _, token = create_token(session, f"owner-{owner[:8]}")
         create_token(session, "stranger")
+    # A code task asking for a pull request needs the project's own GitHub token.
+    keystore.put(project, "github_token", "ghp-openapi-0123456789")
     foreign = str(uuid.uuid4())
     pg.execute("INSERT INTO projects (id, owner_id, name) "
                "SELECT %s, id, 'theirs' FROM owners WHERE name = 'stranger'", (foreign,))

@@ -168,6 +168,22 @@ register(JobType("test.gated", Gated, gated, max_attempts=1))
 register(JobType("test.rate_limited", RateLimited, rate_limited, max_attempts=1))
 register(JobType("test.unserialisable", Unserialisable, unserialisable))
 register(JobType("test.odd_output", OddOutput, odd_output, retry_policy=FAST_RETRY))
+
+
+class Big(BaseModel):
+    log_bytes: int = 0
+    output_bytes: int = 0
+
+
+def big(ctx, p: Big) -> dict:
+    """Logs `log_bytes` of data, then returns `output_bytes` from a step."""
+    if p.log_bytes:
+        ctx.log("a big log line", blob="x" * p.log_bytes)
+    ctx.step("big", lambda: {"blob": "y" * p.output_bytes})
+    return {"ok": True}
+
+
+register(JobType("test.big", Big, big, max_attempts=1))
 register(JobType("test.canceled_mid_step", CanceledMidStep, canceled_mid_step, max_attempts=3,
                  retry_policy=RetryPolicy(base_seconds=60.0, jitter=0.0)))
 

@@ -189,6 +189,11 @@ class Settings:
     # preview that says so) and the largest step output (a larger one fails the step: keep
     # big data in an artifact and return its id), in bytes of JSON.
     event_data_max_bytes: int = 64 * 1024
+    # tasks.engine.fair: jobs one owner may have published or running at once (the rest wait
+    # in PostgreSQL, so no owner's backlog stands before another's jobs; 0: no cap), and the
+    # highest priority a client may ask for (a higher one is lowered to it).
+    owner_max_active: int = 16
+    max_priority: int = 9
     step_output_max_bytes: int = 1024 * 1024
     web_statement_timeout_seconds: float = 5.0
     idle_in_transaction_timeout_seconds: float = 60.0
@@ -376,6 +381,8 @@ def get_settings() -> Settings:
         ads_api_url=env_str("SWITCHYARD_ADS_API_URL", ""),
         ads_api_key=env_str("SWITCHYARD_ADS_API_KEY", ""),
         db_retry_seconds=env_float("SWITCHYARD_DB_RETRY_SECONDS", 60.0, minimum=0.0),
+        owner_max_active=env_int("SWITCHYARD_OWNER_MAX_ACTIVE", 16, minimum=0),
+        max_priority=min(9, env_int("SWITCHYARD_MAX_PRIORITY", 9, minimum=0)),
         event_data_max_bytes=env_int("SWITCHYARD_EVENT_DATA_MAX_BYTES", 64 * 1024, minimum=1024),
         step_output_max_bytes=env_int("SWITCHYARD_STEP_OUTPUT_MAX_BYTES", 1024 * 1024,
                                       minimum=64 * 1024),

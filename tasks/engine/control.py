@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import uuid
 
-from tasks.engine import pg
+from tasks.engine import fair, pg
 from tasks.engine.dispatch import dispatch_quietly
 from tasks.engine.sql import (
     MOVED_COLUMNS,
@@ -54,6 +54,8 @@ def _follow(m: Finished, cascade: bool) -> None:
         resume_if_ready(m.parent_job_id)
     if m.was == S.RUNNING and m.concurrency_key is not None:
         wake_next_for_key(m.concurrency_key)
+    if m.status in TERMINAL or m.status == S.WAITING:
+        fair.refill(m.project_id)  # the owner has a place free: its next job goes out
 
 
 # Queued and waiting jobs in the tree are canceled at once; running ones are

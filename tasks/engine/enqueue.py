@@ -9,12 +9,13 @@ from typing import Any
 
 import psycopg
 
-from tasks.engine import pg, registry
+from tasks.engine import fair, pg, registry
 from tasks.engine.dispatch import dispatch_quietly
 from tasks.engine.errors import InvalidPayload, PermanentError, SwitchyardError
 from tasks.engine.queues import DEFAULT_PRIORITY, MAX_PRIORITY
 from tasks.engine.sql import lit, status_event
 from tasks.engine.storable import to_json
+from tasks.settings import get_settings
 
 
 class ProjectNotFound(SwitchyardError):
@@ -62,7 +63,8 @@ WITH ins AS (
     VALUES (%(id)s, %(project_id)s, %(job_type)s, %(agent_key)s, %(queue)s, %(priority)s,
         %(payload)s::jsonb, %(key)s, COALESCE(%(run_after)s::timestamptz, now()), %(max_attempts)s,
         %(parent)s::uuid, %(ckey)s::text, %(climit)s, %(timeout)s::int,
-        CASE WHEN %(run_after)s::timestamptz IS NULL OR %(run_after)s::timestamptz <= now()
+        CASE WHEN (%(run_after)s::timestamptz IS NULL OR %(run_after)s::timestamptz <= now())
+                  AND {fair.publish_now("%(project_id)s::uuid")}
              THEN now() END)
     ON CONFLICT (project_id, idempotency_key) DO NOTHING
     RETURNING id, project_id, dispatched_at IS NOT NULL AS due
@@ -105,6 +107,8 @@ def enqueue(req: EnqueueRequest, *, publish: bool = True, public: bool = False) 
         job_type.admit(str(req.project_id), req.payload)
     key = req.idempotency_key or f"auto:{uuid.uuid4()}"
     priority = DEFAULT_PRIORITY if req.priority is None else req.priority
+    # Priority orders an owner's own work; above the operator's ceiling it is lowered to it.
+    priority = min(priority, get_settings().max_priority)
     params = {
         "id": uuid.uuid4(), "project_id": req.project_id, "job_type": job_type.name,
         "agent_key": req.agent_key, "queue": job_type.queue, "priority": priority,
@@ -113,6 +117,7 @@ def enqueue(req: EnqueueRequest, *, publish: bool = True, public: bool = False) 
         "parent": req.parent_job_id, "ckey": req.concurrency_key,
         "climit": req.concurrency_limit,
         "timeout": req.timeout_seconds or job_type.timeout_seconds,
+        "cap": fair.cap(),
     }
     try:
         row = pg.fetch_one_dict(INSERT_JOB, params)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.rows import dict_row
 
-from tasks.engine import control, lifecycle, pg
+from tasks.engine import control, fair, lifecycle, pg
 from tasks.engine.dispatch import broker_depth, dispatch_quietly
 from tasks.engine.sql import due, heartbeat_stale, lit, moved_columns, ready_to_resume, status_event
 from tasks.engine.status import JobStatus, guard
@@ -39,9 +39,18 @@ RETURNING {moved_columns("j")}
 """
 
 
+# A published wake-up that is due again (a retry's) or went unanswered for a redispatch
+# period; what was never published goes out through tasks.engine.fair, owner by owner.
 DISPATCH_DUE = _dispatch(
-    "(dispatched_at IS NULL OR dispatched_at < run_after "
+    "dispatched_at IS NOT NULL AND (dispatched_at < run_after "
     "OR dispatched_at < now() - make_interval(secs => %(redispatch)s))")
+
+
+def _dispatch_due(conn: psycopg.Connection, params: dict) -> list[dict]:
+    cur = conn.cursor(row_factory=dict_row)
+    again = list(cur.execute(DISPATCH_DUE, params))
+    fresh = list(cur.execute(fair.REFILL_ALL, params | {"cap": fair.cap(), "batch": BATCH}))
+    return again + fresh
 
 # A job is "sent but not seen" when its wake-up went out a sweep interval ago and it
 # is still queued. If the broker's queue is empty at the same time, the wake-ups were
@@ -129,7 +138,7 @@ def query(sql: str) -> Callable[[psycopg.Connection, dict], list[dict]]:
 SWEEPS: list[Sweep] = [
     Sweep("reclaim_stale", query(RECLAIM_STALE)),
     Sweep("expire_timeouts", query(EXPIRE_TIMEOUTS)),
-    Sweep("dispatch_due", query(DISPATCH_DUE)),
+    Sweep("dispatch_due", _dispatch_due),
     Sweep("redispatch_lost", _redispatch_lost),
     Sweep("resume_waiting", query(READY_TO_RESUME)),
 ]

@@ -61,7 +61,12 @@ def test_a_request_that_finds_every_connection_lent_is_a_503(db, limits) -> None
     get_settings.cache_clear()
     client = create_app().test_client()
     auth = _auth("alice")
-    held = [pgpool.pool.borrow(), pgpool.pool.borrow()]
+    held = []
+    while True:  # (another test's event hub may hold one of them for its life)
+        try:
+            held.append(pgpool.pool.borrow())
+        except pgpool.PoolBusy:
+            break
     try:
         # When a request comes
         started = time.monotonic()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import time
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tasks.engine.context import JobContext
 from tasks.engine.errors import RetryableError
 from tasks.engine.registry import JobType, register
 from tasks.engine.retry import RetryPolicy
+
+MAX_BUSY_SECONDS = 300.0
 
 
 class CanaryPayload(BaseModel):
@@ -22,6 +24,14 @@ class CanaryPayload(BaseModel):
     # canaries waited for (0 = none). Waiting costs no attempt: these show it.
     sleep_seconds: float = Field(0.0, ge=0, le=86400)
     children: int = Field(0, ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> CanaryPayload:
+        # A probe anyone may run must not hold a worker thread for long: its steps sleep at
+        # most this much in all (a durable `sleep_seconds` holds no thread).
+        if self.steps * self.step_seconds > MAX_BUSY_SECONDS:
+            raise ValueError(f"steps * step_seconds is at most {MAX_BUSY_SECONDS:g} seconds")
+        return self
 
 
 def _step(n: int, seconds: float, fail: bool) -> dict[str, int]:
@@ -59,6 +69,7 @@ JOB_TYPE = register(
         handle=handle,
         queue="default",
         max_attempts=5,
+        timeout_seconds=int(MAX_BUSY_SECONDS) * 2,
         retry_policy=RetryPolicy(base_seconds=0.2, factor=2.0, max_seconds=5.0),
     )
 )

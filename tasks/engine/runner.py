@@ -155,7 +155,11 @@ def _failed(ctx: JobContext, job: store.ClaimedJob, exc: Exception) -> str:
     if is_connection_error(exc):
         # The handler's own statement lost the database: the engine's problem, not the
         # handler's, so the retry costs no attempt (and the free-retry bounds apply).
-        exc = RetryableError(f"database connection lost: {exc}", count_attempt=False)
+        # Its message names the database's host and port: the operator's log gets it,
+        # the tenant's last_error does not.
+        log.warning("a job's statement lost the database: %s", exc,
+                    extra={"action": "job_db_lost", "job_id": str(job.id)})
+        exc = RetryableError("database connection lost; retrying", count_attempt=False)
     settings = get_settings()
     limits = RetryLimits(free_retries=job.free_retries, free_seconds=job.free_retry_seconds,
                          max_free_retries=settings.free_retry_max,

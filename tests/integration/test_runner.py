@@ -218,3 +218,18 @@ def test_an_error_message_with_a_nul_byte_is_stored_escaped(worker, project):
     row = wait_for(job_id, timeout=5)
     assert (row["status"], row["last_error"]) == ("failed", "PermanentError: bad\\x00byte")
     assert steps(job_id)[0]["error"] == "PermanentError: bad\\x00byte"
+
+
+def test_a_lost_database_connection_says_so_without_the_databases_address(worker, project):
+    # Given a job whose own statement loses its connection on the first attempt
+    job_id = new_job(project, "test.loses_database", {})
+    row = wait_for(job_id)
+    # Then it was retried at no cost, and what the tenant reads names no host or port
+    assert row["status"] == "completed", row["last_error"]
+    errors = [r[0] for r in tuples("SELECT error FROM job_steps WHERE job_id = %s "
+                                   "UNION ALL SELECT last_error FROM agent_jobs WHERE id = %s "
+                                   "UNION ALL SELECT data::text FROM agent_job_events "
+                                   "WHERE job_id = %s", (job_id, job_id, job_id)) if r[0]]
+    assert any("database connection lost" in e for e in errors), errors
+    assert not any("127.0.0.1" in e or "port" in e for e in errors), errors
+

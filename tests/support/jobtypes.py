@@ -184,6 +184,31 @@ def big(ctx, p: Big) -> dict:
 
 
 register(JobType("test.big", Big, big, max_attempts=1))
+
+
+class LosesDatabase(BaseModel):
+    pass
+
+
+_CUT: set[str] = set()  # jobs whose connection was cut already (the worker runs in-process)
+
+
+def loses_database(ctx, p: LosesDatabase) -> dict:
+    """On its first run its own statement finds the database down (as during a restart:
+    psycopg's error names the server's address)."""
+    from tasks.engine import pg
+
+    def cut() -> int:
+        if str(ctx.job_id) not in _CUT:
+            _CUT.add(str(ctx.job_id))
+            pg.connect("postgresql://postgres@127.0.0.1:1/switchyard")  # refused
+        return ctx.attempt
+
+    return {"attempt": ctx.step("cut", cut)}
+
+
+register(JobType("test.loses_database", LosesDatabase, loses_database, max_attempts=1,
+                 retry_policy=FAST_RETRY))
 register(JobType("test.canceled_mid_step", CanceledMidStep, canceled_mid_step, max_attempts=3,
                  retry_policy=RetryPolicy(base_seconds=60.0, jitter=0.0)))
 

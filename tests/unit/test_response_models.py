@@ -20,7 +20,7 @@ from app.http.errors import _body
 from app.routes.effects import effect_json
 from app.routes.startup import approval_json
 from app.streams.hub import Event
-from models import AgentJob, JobStep, Project
+from models import AgentJob, Project
 from models.startup import Approval
 from tasks.services.effects.records import EffectRecord
 
@@ -70,6 +70,12 @@ def _validates(component: str, body: dict[str, Any]) -> None:
     assert not errors, (component, errors)
 
 
+def _step(**fields: Any) -> dict[str, Any]:
+    """A step as app.api.queries.steps_of reads it."""
+    return {"output": None, "error": None, "started_at": NOW, "finished_at": None,
+            "output_preview": None, "output_bytes": 10, **fields}
+
+
 def _job(**changes: Any) -> AgentJob:
     fields: dict[str, Any] = dict(
         id=uuid.uuid4(), project_id=uuid.uuid4(), job_type="system.canary", status="failed",
@@ -109,11 +115,12 @@ SERIALIZED = [
     ("a job in a list: no steps", "JobSummary", lambda: job_json(_job())),
     ("a queued job read alone, with no steps yet", "Job", lambda: job_json(
         _job(status="queued", started_at=None, completed_at=None, parent_job_id=None), [])),
-    ("a job with a finished and a running step", "Job", lambda: job_json(_job(), [
-        JobStep(seq=1, name="a", status="completed", output={"n": 1}, error=None, attempts=1,
-                started_at=NOW, finished_at=NOW),
-        JobStep(seq=2, name="b", status="running", output=None, error=None, attempts=2,
-                started_at=NOW, finished_at=None)])),
+    ("a job with a finished, a running and a cut step", "Job", lambda: job_json(_job(), [
+        _step(seq=1, name="a", status="completed", output={"n": 1}, attempts=1,
+              finished_at=NOW),
+        _step(seq=2, name="b", status="running", attempts=2),
+        _step(seq=3, name="c", status="completed", attempts=1, output_preview='{"blob": "xx',
+              output_bytes=9000, finished_at=NOW)])),
     ("an approval", "Approval", lambda: approval_json(Approval(
         id=uuid.uuid4(), project_id=uuid.uuid4(), action_type="email", title="Mail",
         action_args={"to": "a@b.c"}, args_hash="h", status="pending", version=1,

@@ -150,6 +150,9 @@ class Settings:
     anthropic_base_url: str = "https://api.anthropic.com"
     llm_model: str = "claude-sonnet-4-6"
     llm_max_tokens: int = 4096  # a ceiling on any request's max_tokens
+    # services.llm.flow: the operator's ceiling on what one owner's projects together may
+    # spend on models per UTC day, over each project's own budget (0: none).
+    llm_daily_usd_per_owner: float = 20.0
     llm_timeout_seconds: float = 60.0
     llm_price_input_per_mtok: float | None = None  # None: tasks.services.llm.pricing's table
     llm_price_output_per_mtok: float | None = None
@@ -354,6 +357,8 @@ def get_settings() -> Settings:
         anthropic_base_url=env_str("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
         llm_model=env_str("SWITCHYARD_LLM_MODEL", "claude-sonnet-4-6"),
         llm_max_tokens=env_int("SWITCHYARD_LLM_MAX_TOKENS", 4096, minimum=1),
+        llm_daily_usd_per_owner=env_float("SWITCHYARD_LLM_DAILY_USD_PER_OWNER", 20.0,
+                                          minimum=0.0),
         llm_timeout_seconds=env_float("SWITCHYARD_LLM_TIMEOUT_SECONDS", 60.0, minimum=0.1),
         llm_price_input_per_mtok=(
             env_float("SWITCHYARD_LLM_PRICE_INPUT_PER_MTOK", 0.0)

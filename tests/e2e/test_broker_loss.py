@@ -19,12 +19,13 @@ def _queued_messages(r: redis.Redis) -> int:
 
 
 def test_flushing_the_broker_with_20_jobs_queued_loses_none(procs: p.Procs, project: str) -> None:
-    # Given 20 canaries enqueued while no worker runs, their wake-ups in Redis
+    # Given 20 canaries enqueued while no worker runs, the wake-ups of as many as their owner
+    # may have out at once (SWITCHYARD_OWNER_MAX_ACTIVE, 16) in Redis, the rest in PostgreSQL
     r = redis.Redis.from_url(os.environ["BROKER_URL"])
     ids = [enqueue(EnqueueRequest(project_id=project, job_type="system.canary",
                                   payload={"steps": 2, "step_seconds": 0})).job_id
            for _ in range(20)]
-    assert _queued_messages(r) == 20
+    assert _queued_messages(r) == 16
 
     # When the broker loses every message
     r.flushdb()
@@ -48,4 +49,4 @@ def test_flushing_the_broker_with_20_jobs_queued_loses_none(procs: p.Procs, proj
     assert started == 40
     redispatched = tuples("SELECT coalesce(sum((stats->>'rows')::int), 0) FROM sweep_runs "
                           "WHERE sweep IN ('dispatch_due', 'redispatch_lost')")[0][0]
-    assert redispatched >= 20
+    assert redispatched >= 16

@@ -59,10 +59,11 @@ def test_a_broker_wiped_under_live_workers_is_noticed_in_seconds(
     procs.beat("beat").popen  # noqa: B018 - started for its sweeps
     busy = [canary(project, steps=1, step_seconds=6) for _ in range(2)]
     procs.wait(lambda: all(p.status(b) == "running" for b in busy), 15, "the worker busy")
-    # And 20 jobs queued behind them, their wake-ups waiting in Redis
+    # And 20 jobs queued behind them, the wake-ups of the 14 their owner may still have out
+    # (SWITCHYARD_OWNER_MAX_ACTIVE, 16, less the 2 running) waiting in Redis
     ids = [canary(project, steps=2) for _ in range(20)]
     r = redis.Redis.from_url(os.environ["BROKER_URL"])
-    assert sum(r.llen(k) for k in r.scan_iter("default*") if r.type(k) == b"list") >= 18
+    assert sum(r.llen(k) for k in r.scan_iter("default*") if r.type(k) == b"list") >= 12
 
     # When the broker loses every message
     r.flushdb()

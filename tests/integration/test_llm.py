@@ -348,7 +348,7 @@ def test_call_llm_records_usage_and_cost(fake_anthropic, project):
 
 
 @pytest.mark.parametrize(("settings", "tokens", "usd", "exceeded"), [
-    ({}, 10**9, 10**5, False),
+    ({}, 10**9, 19.99, False),  # under the operator's default ceiling of $20 per owner
     ({"llm_daily_token_budget": 1000}, 999, 0, False),
     ({"llm_daily_token_budget": 1000}, 1000, 0, True),
     ({"llm_daily_usd_budget": 0.5}, 10, 0.49, False),
@@ -369,6 +369,36 @@ def test_a_spent_daily_budget_suspends_until_midnight_utc(project, settings, tok
         check_budget(project)
     assert caught.value.reason == "llm_budget"
     assert caught.value.wake_at == next_utc_midnight()
+
+
+def test_the_operators_ceiling_per_owner_holds_over_every_project_budget(
+        owner_and_project, monkeypatch):
+    # Given an owner whose other project spent $25 today, and this project with no budget
+    owner, project = owner_and_project
+    other = str(uuid.uuid4())
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'other')",
+               (other, owner))
+    add_usage(other, 1000, 25)
+    # When this project's job asks for a model (the ceiling: the shipped default, $20)
+    with pytest.raises(Suspend) as caught:
+        check_budget(project)
+    # Then it waits for midnight UTC like any spent budget, and the reason names the ceiling
+    assert (caught.value.reason, caught.value.wake_at) == ("llm_budget", next_utc_midnight())
+    assert "SWITCHYARD_LLM_DAILY_USD_PER_OWNER" in (budget_status(project).exceeded or "")
+    # And another owner's project is not held back by it; with the ceiling off, neither is this
+    stranger = str(uuid.uuid4())
+    pg.execute("INSERT INTO owners (id, name) VALUES (%s, %s)", (stranger, f"s-{stranger[:8]}"))
+    theirs = str(uuid.uuid4())
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 't')",
+               (theirs, stranger))
+    check_budget(theirs)
+    monkeypatch.setenv("SWITCHYARD_LLM_DAILY_USD_PER_OWNER", "0")
+    get_settings.cache_clear()
+    try:
+        check_budget(project)
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
 
 
 def test_a_malformed_budget_fails_loudly(project):

@@ -55,10 +55,17 @@ class BudgetStatus:
     token_budget: int | None
     usd_budget: float | None
     resets_at: datetime  # the next midnight UTC
+    # What all the owner's projects spent today, against the operator's ceiling (None: none).
+    owner_usd_used: float = 0.0
+    owner_usd_ceiling: float | None = None
 
     @property
     def exceeded(self) -> str | None:
         """Which budget is spent, in words, or None."""
+        if self.owner_usd_ceiling is not None and self.owner_usd_used >= self.owner_usd_ceiling:
+            return (f"${self.owner_usd_used:.4f} spent today by the owner's projects, the "
+                    f"operator's ceiling is ${self.owner_usd_ceiling:.2f} "
+                    "(SWITCHYARD_LLM_DAILY_USD_PER_OWNER)")
         if self.token_budget is not None and self.tokens_used >= self.token_budget:
             return f"{self.tokens_used} of {self.token_budget} tokens used today"
         if self.usd_budget is not None and self.usd_used >= self.usd_budget:
@@ -69,13 +76,17 @@ class BudgetStatus:
 _BUDGET_SQL = """
 SELECT p.settings -> 'llm_daily_token_budget' AS token_budget,
        p.settings -> 'llm_daily_usd_budget' AS usd_budget,
-       d.start + interval '1 day' AS resets_at, u.tokens, u.usd
+       d.start + interval '1 day' AS resets_at, u.tokens, u.usd, o.usd AS owner_usd
 FROM projects p
 CROSS JOIN LATERAL (SELECT date_trunc('day', now(), 'UTC') AS start) d
 CROSS JOIN LATERAL (
     SELECT coalesce(sum(input_tokens + output_tokens), 0)::bigint AS tokens,
            coalesce(sum(cost_usd), 0) AS usd
     FROM llm_usage WHERE project_id = p.id AND created_at >= d.start) u
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(l.cost_usd), 0) AS usd FROM llm_usage l
+    WHERE l.created_at >= d.start AND l.project_id IN (
+        SELECT id FROM projects WHERE owner_id = p.owner_id)) o
 WHERE p.id = %s
 """
 
@@ -89,7 +100,8 @@ def budget_status(project_id: Id) -> BudgetStatus | None:
         tokens_used=int(row["tokens"]), usd_used=float(row["usd"]),
         token_budget=_budget(row["token_budget"], "llm_daily_token_budget", int),
         usd_budget=_budget(row["usd_budget"], "llm_daily_usd_budget", float),
-        resets_at=row["resets_at"],
+        resets_at=row["resets_at"], owner_usd_used=float(row["owner_usd"]),
+        owner_usd_ceiling=get_settings().llm_daily_usd_per_owner or None,
     )
 
 

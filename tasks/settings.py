@@ -172,6 +172,9 @@ class Settings:
     smtp_starttls: bool = False
     smtp_ssl: bool = False
     email_from: str = "Switchyard <switchyard@localhost>"
+    # services.effects.adapters.email: domains the operator verified, which a project's email
+    # may be sent from on the operator's transport (besides email_from itself).
+    email_from_domains: str = ""
     resend_api_key: str = field(default="", repr=False)  # set: email goes through Resend
     resend_base_url: str = "https://api.resend.com"
     github_api_url: str = "https://api.github.com"
@@ -257,6 +260,11 @@ class Settings:
     @property
     def sqlalchemy_url(self) -> str:
         return sqlalchemy_url(self.database_url)
+
+    @property
+    def email_from_domain_set(self) -> frozenset[str]:
+        return frozenset(d.strip().lower().lstrip("@") for d in self.email_from_domains.split(",")
+                         if d.strip())
 
     @property
     def github_shared_repo_globs(self) -> tuple[str, ...]:
@@ -378,6 +386,7 @@ def get_settings() -> Settings:
         smtp_starttls=env_bool("SWITCHYARD_SMTP_STARTTLS", False),
         smtp_ssl=env_bool("SWITCHYARD_SMTP_SSL", False),
         email_from=env_str("SWITCHYARD_EMAIL_FROM", "Switchyard <switchyard@localhost>"),
+        email_from_domains=env_str("SWITCHYARD_EMAIL_FROM_DOMAINS", ""),
         resend_api_key=env_str("SWITCHYARD_RESEND_API_KEY", ""),
         resend_base_url=env_str("SWITCHYARD_RESEND_BASE_URL", "https://api.resend.com"),
         github_api_url=env_str("SWITCHYARD_GITHUB_API_URL", "https://api.github.com"),

@@ -33,6 +33,21 @@ def message_id(key: str, sender: str) -> str:
     return f"<{hashlib.sha256(key.encode()).hexdigest()[:40]}@{domain}>"
 
 
+def foreign_sender(sender: str, s: Settings) -> str | None:
+    """Why the operator's transport may not send as `sender`, or None: only the operator's
+    own address (SWITCHYARD_EMAIL_FROM) or one of its verified domains
+    (SWITCHYARD_EMAIL_FROM_DOMAINS) — a tenant must not mail the world as anyone it likes
+    on the operator's reputation. A project's own Resend account sends as it pleases."""
+    address = parseaddr(sender)[1].lower()
+    if address and address == parseaddr(s.email_from)[1].lower():
+        return None
+    if address.count("@") == 1 and address.rpartition("@")[2] in s.email_from_domain_set:
+        return None
+    return (f"the operator's mail may be sent as {parseaddr(s.email_from)[1]!r} or from the "
+            "domains SWITCHYARD_EMAIL_FROM_DOMAINS names, not as "
+            f"{address or sender[:80]!r} (or set the project's own resend_api_key)")
+
+
 def recipients(args: dict[str, Any]) -> list[str] | None:
     to = args.get("to")
     rcpts = [to] if isinstance(to, str) else to
@@ -53,6 +68,8 @@ def call(key: str, args: dict[str, Any], creds: Credentials) -> ProviderResult:
     sender = given if isinstance(given, str) else s.email_from
     if creds.own.get("resend_api_key"):  # the project's own Resend account
         return _send_resend(key, args, rcpts, sender, s, creds.own["resend_api_key"])
+    if (refused := foreign_sender(sender, s)) is not None:
+        return not_sent(refused, retryable=False)
     if not creds.shared:
         return not_sent(creds.missing("resend_api_key", "the server's email transport"),
                         retryable=False)

@@ -199,6 +199,8 @@ class Settings:
     # in PostgreSQL, so no owner's backlog stands before another's jobs; 0: no cap), and the
     # highest priority a client may ask for (a higher one is lowered to it).
     owner_max_active: int = 16
+    # tasks.engine.enqueue: the most jobs one root job's tree may hold (0: no ceiling).
+    max_descendants: int = 1000
     max_priority: int = 9
     step_output_max_bytes: int = 1024 * 1024
     web_statement_timeout_seconds: float = 5.0
@@ -396,6 +398,7 @@ def get_settings() -> Settings:
         ads_api_key=env_str("SWITCHYARD_ADS_API_KEY", ""),
         db_retry_seconds=env_float("SWITCHYARD_DB_RETRY_SECONDS", 60.0, minimum=0.0),
         owner_max_active=env_int("SWITCHYARD_OWNER_MAX_ACTIVE", 16, minimum=0),
+        max_descendants=env_int("SWITCHYARD_MAX_DESCENDANTS", 1000, minimum=0),
         max_priority=min(9, env_int("SWITCHYARD_MAX_PRIORITY", 9, minimum=0)),
         event_data_max_bytes=env_int("SWITCHYARD_EVENT_DATA_MAX_BYTES", 64 * 1024, minimum=1024),
         step_output_max_bytes=env_int("SWITCHYARD_STEP_OUTPUT_MAX_BYTES", 1024 * 1024,

@@ -73,6 +73,22 @@ WITH ins AS (
 SELECT id, 'queued' AS status, true AS created, due FROM ins
 """
 
+# How many jobs the tree a new child joins holds already (its root's descendants), counted
+# no further than the ceiling: one request must not fan out into millions of jobs.
+TREE_SIZE = """
+WITH RECURSIVE up AS (
+    SELECT id, parent_job_id, 0 AS depth FROM agent_jobs WHERE id = %(parent)s
+    UNION ALL
+    SELECT a.id, a.parent_job_id, up.depth + 1 FROM agent_jobs a JOIN up ON a.id = up.parent_job_id
+    WHERE up.depth < 1000
+), down AS (
+    SELECT id FROM up WHERE parent_job_id IS NULL
+    UNION ALL
+    SELECT c.id FROM agent_jobs c JOIN down ON c.parent_job_id = down.id
+)
+SELECT count(*) - 1 AS n FROM (SELECT 1 FROM down LIMIT %(ceiling)s + 1) d
+"""
+
 SELECT_BY_KEY = """
 SELECT id, status, false AS created, false AS due
 FROM agent_jobs WHERE project_id = %s AND idempotency_key = %s
@@ -99,12 +115,22 @@ def validate(req: EnqueueRequest, *, public: bool = False) -> tuple[registry.Job
         raise InvalidPayload(str(exc), details={"field": "payload"}) from None
 
 
+def _check_tree(parent: uuid.UUID | str) -> None:
+    ceiling = get_settings().max_descendants
+    if ceiling and int(pg.fetch_value(TREE_SIZE, {"parent": parent, "ceiling": ceiling})) \
+            >= ceiling:
+        raise PermanentError(f"the job's tree already holds {ceiling} descendants of its root "
+                             "(SWITCHYARD_MAX_DESCENDANTS): no more children")
+
+
 def enqueue(req: EnqueueRequest, *, publish: bool = True, public: bool = False) -> Enqueued:
     """Create the job once per (project, key); publish its wake-up after the commit.
     `public`: the request is a client's (validate(public=True))."""
     job_type, payload = validate(req, public=public)
     if job_type.admit is not None:
         job_type.admit(str(req.project_id), req.payload)
+    if req.parent_job_id is not None:
+        _check_tree(req.parent_job_id)
     key = req.idempotency_key or f"auto:{uuid.uuid4()}"
     priority = DEFAULT_PRIORITY if req.priority is None else req.priority
     # Priority orders an owner's own work; above the operator's ceiling it is lowered to it.

@@ -233,3 +233,22 @@ def test_a_lost_database_connection_says_so_without_the_databases_address(worker
     assert any("database connection lost" in e for e in errors), errors
     assert not any("127.0.0.1" in e or "port" in e for e in errors), errors
 
+
+
+def test_a_tree_stops_growing_at_its_ceiling_of_descendants(worker, project, monkeypatch):
+    from tasks.settings import get_settings
+
+    # Given an operator who allows 5 descendants per root job
+    monkeypatch.setenv("SWITCHYARD_MAX_DESCENDANTS", "5")
+    get_settings.cache_clear()
+    try:
+        # When a job asks for 8 children
+        job_id = new_job(project, "test.fan_out", {"children": 8}, max_attempts=1)
+        row = wait_for(job_id)
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+    # Then 5 were created, and the parent failed saying why
+    assert row["status"] == "failed"
+    assert "SWITCHYARD_MAX_DESCENDANTS" in row["last_error"]
+    assert tuples("SELECT count(*) FROM agent_jobs WHERE parent_job_id = %s", (job_id,)) == [(5,)]

@@ -26,7 +26,7 @@ from app.http.auth import current_owner
 from app.http.errors import not_found, validation_error
 from app.streams import event_log
 from app.streams.hub import Subscription
-from app.streams.sse import event_stream, sse_response, stream_cursor
+from app.streams.sse import Started, event_stream, sse_response, stream_cursor
 from app.streams.stream_slots import take_slot
 
 bp = Blueprint("streams", __name__)
@@ -101,7 +101,7 @@ def project_socket(ws: Any, pid: str) -> None:
         for e in stream:
             if done.is_set():
                 return  # the input side closed the socket
-            if e is not None:  # keep-alives are WebSocket pings (SOCK_SERVER_OPTIONS)
+            if e is not None and not isinstance(e, Started):  # keep-alives: WS pings
                 ws.send(json.dumps(e.as_json()))
         ws.close(GOING_AWAY, "the stream's lifetime is over: reconnect with your cursor")
     except ConnectionClosed:

@@ -6,6 +6,7 @@ resumes it by cursor (an EventSource does so by itself, with Last-Event-ID).
 
 from __future__ import annotations
 
+import itertools
 import json
 import queue
 import time
@@ -73,6 +74,15 @@ class ReplayEnd:
     cursor: int
 
 
+class Started:
+    """The first item of every stream: it is subscribed and its first page of stored events
+    is read. A response reads it before its status line, so a stream that cannot start
+    (the hub not ready, the database away) is answered 503, not a 200 that breaks."""
+
+
+STARTED = Started()
+
+
 def format_replay_end(marker: ReplayEnd) -> str:
     # No `id:` line: the marker is no event of the log, and a client's Last-Event-ID stays.
     return f"event: replayed\ndata: {json.dumps({'cursor': marker.cursor})}\n\n"
@@ -81,7 +91,8 @@ def format_replay_end(marker: ReplayEnd) -> str:
 def event_stream(sub: Subscription, cursor: int,
                  is_last: Callable[[Event], bool] = lambda e: False,
                  *, ended: bool = False,
-                 mark_replay: bool = False) -> Generator[Event | ReplayEnd | None, None, None]:
+                 mark_replay: bool = False,
+                 ) -> Generator[Event | ReplayEnd | Started | None, None, None]:
     """Events after `cursor` with no gap and no duplicate; None marks a keep-alive.
 
     `mark_replay`: once the stored events are replayed, yield one ReplayEnd, before any
@@ -102,7 +113,10 @@ def event_stream(sub: Subscription, cursor: int,
         replayed_late: set[int] = set()  # awaited by the hub yet already in the replay
         # In pages straight from the database; live events queue up meanwhile (a replay
         # longer than the queue drops the subscription: the stream ends, the client resumes).
-        for e in event_log.replay(sub, cursor, ALL_STORED if ended else upto):
+        replay = event_log.replay(sub, cursor, ALL_STORED if ended else upto)
+        first = list(itertools.islice(replay, 1))  # the first page, read before STARTED
+        yield STARTED
+        for e in itertools.chain(first, replay):
             if sub.dropped:
                 return
             yield e
@@ -140,16 +154,26 @@ def event_stream(sub: Subscription, cursor: int,
         hub.unsubscribe(sub)
 
 
-def sse_response(events: Iterator[Event | ReplayEnd | None], slot: Slot) -> Response:
+def sse_response(events: Generator[Event | ReplayEnd | Started | None, None, None],
+                 slot: Slot) -> Response:
     """The stream as a response; `slot` (app.streams.stream_slots) is given back when it closes,
     even when the body was never read. A ReplayEnd is the `replayed` event."""
+    try:
+        started = next(events)  # subscribed and the first page read, or the error's answer
+    except BaseException:
+        slot.release()
+        raise
+    assert started is STARTED
+
     def body() -> Iterator[str]:
         yield ": connected\n\n"
         for e in events:
+            assert not isinstance(e, Started)
             yield (": keep-alive\n\n" if e is None else format_replay_end(e)
                    if isinstance(e, ReplayEnd) else format_event(e))
 
     response = Response(body(), mimetype="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     response.call_on_close(slot.release)
+    response.call_on_close(events.close)  # unsubscribed even when the body was never read
     return response

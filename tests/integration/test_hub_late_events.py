@@ -18,7 +18,7 @@ import pytest
 
 from app.streams import hub as hub_module
 from app.streams.hub import EventHub, Subscription
-from app.streams.sse import event_stream, format_event
+from app.streams.sse import STARTED, event_stream, format_event
 from tasks.engine import pg
 
 pytestmark = pytest.mark.usefixtures("db")
@@ -100,7 +100,8 @@ def test_job_stream_ends_on_a_late_terminal_event(project: str, fast_gap: float,
     out: list = []
     stream = event_stream(Subscription(job_id=uuid.UUID(job)), 0,
                           is_last=lambda e: e.type == "terminal")
-    reader = threading.Thread(target=lambda: out.extend(e for e in stream if e is not None),
+    reader = threading.Thread(target=lambda: out.extend(
+        e for e in stream if e is not None and e is not STARTED),
                               daemon=True)
     reader.start()
     time.sleep(0.5)

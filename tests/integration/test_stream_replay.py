@@ -19,7 +19,7 @@ from flask.testing import FlaskClient
 
 from app.http import pgpool
 from app.streams.hub import EventHub, Subscription
-from app.streams.sse import event_stream
+from app.streams.sse import STARTED, event_stream
 from app.web import create_app
 from tasks.engine import pg
 from tasks.settings import get_settings
@@ -131,7 +131,9 @@ def test_replay_reads_the_history_in_bounded_pages_and_hands_over_to_live(
     monkeypatch.setattr(pgpool, "fetch_dicts", counting_fetch)
     stream = event_stream(Subscription(project_id=uuid.UUID(project)), 0)
 
-    # When a client starts reading: the first event costs one page, not the history
+    # When a client starts reading: the first event costs one page, not the history (read
+    # before the answer's status line: a stream that cannot start is a 503, not a broken 200)
+    assert next(stream) is STARTED
     first = next(stream)
     assert first is not None and first.id == history[0]
     assert sum(n for _, n in reads) <= PAGE, reads
@@ -363,3 +365,25 @@ def test_a_type_filter_looks_through_a_bounded_window_per_page(alice: Caller,
     assert found == rare[::-1]
     assert pages == 3  # 40 + 40 newer events looked through, then the rest
     assert alice.get(url.replace("artifact", "never")).get_json()["next"] is not None
+
+
+def test_a_stream_that_cannot_start_is_a_503_not_a_broken_200(alice: Caller, hub: EventHub,
+                                                                 monkeypatch) -> None:
+    # Given a database that fails the replay's first read (it went away)
+    import psycopg
+
+    from app.streams import event_log
+
+    def away(*_: Any, **__: Any) -> Iterator[Any]:
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+        yield  # a generator, as the real replay is
+
+    monkeypatch.setattr(event_log, "replay", away)
+    # When a client opens a project's stream
+    response = alice.client.get(f"/api/projects/{alice.project}/events",
+                                headers=alice.headers())
+    # Then the answer says so before any stream starts, and its slot is free again
+    assert response.status_code == 503, response.status_code
+    assert response.json["error"]["code"] == "database_unavailable"
+    assert response.headers["Retry-After"]
+    assert hub.subscribers == 0

@@ -19,6 +19,7 @@ from app.http.db import session_factory
 from app.http.tokens import create_token
 from models.db import session_scope
 from tasks.engine import pg
+from tasks.services import keystore
 from tests.e2e.procs import Procs
 from tests.e2e.test_ui import (  # noqa: F401 - `page` is a fixture, used by name
     Site,
@@ -344,7 +345,9 @@ def test_the_code_task_form_shows_the_apis_refusal_then_starts_a_job_and_links_t
                           (project,)) == 0
     shoot(page, "project-code-task-refused")
 
-    # When it is corrected and sent again
+    # When it is corrected and sent again (the project has its own GitHub token by then: a
+    # task asking for a pull request needs one)
+    keystore.put(project, "github_token", "ghp-ui-0123456789abcdef")
     page.fill("#ct-github", "octo/widgets")
     page.fill("#ct-branch", "main")
     page.click("#code-task button[type=submit]")

@@ -7,6 +7,7 @@ import configparser
 import json
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -60,17 +61,17 @@ def detect_commands(root: Path) -> list[Check]:
     if isinstance(test_script, str) and test_script.strip() \
             and _NPM_PLACEHOLDER not in test_script:
         checks.append(NPM_TEST)
-    if (root / "Cargo.toml").is_file():
+    if _regular(root / "Cargo.toml"):
         checks.append(CARGO_TEST)
-    if (root / "go.mod").is_file():
+    if _regular(root / "go.mod"):
         checks.append(GO_TEST)
     if any(_MAKE_TEST_TARGET.search(_text(root / name))
            for name in ("GNUmakefile", "makefile", "Makefile")):
         checks.append(MAKE_TEST)
-    if "ruff" in tools or (root / "ruff.toml").is_file() \
-            or (root / ".ruff.toml").is_file():
+    if "ruff" in tools or _regular(root / "ruff.toml") \
+            or _regular(root / ".ruff.toml"):
         checks.append(RUFF)
-    if any((root / name).is_file() for name in _ESLINT_CONFIGS) \
+    if any(_regular(root / name) for name in _ESLINT_CONFIGS) \
             or "eslintConfig" in package:
         checks.append(ESLINT)
     return checks
@@ -83,7 +84,7 @@ def passed(check: Check, exit_code: int) -> bool:
 
 
 def _uses_pytest(root: Path, tools: dict[str, Any]) -> bool:
-    if "pytest" in tools or (root / "pytest.ini").is_file():
+    if "pytest" in tools or _regular(root / "pytest.ini"):
         return True
     if _has_section(root / "setup.cfg", "tool:pytest") or _has_section(root / "tox.ini", "pytest"):
         return True
@@ -102,11 +103,30 @@ def _walk_names(root: Path) -> Iterator[str]:
             yield name
 
 
-def _text(path: Path) -> str:
+CONFIG_MAX_BYTES = 1024 * 1024  # a bigger "config file" configures nothing
+
+
+def _regular(path: Path) -> bool:
+    """A regular file itself, not a link: a hostile repository's `pyproject.toml` may point
+    at any file of the worker's."""
     try:
-        return path.read_text(errors="replace") if path.is_file() else ""
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _text(path: Path) -> str:
+    """A config file's text, read without following a link, never blocking on a FIFO or
+    device, and at most CONFIG_MAX_BYTES ("" otherwise)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return ""
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return ""
+        data = f.read(CONFIG_MAX_BYTES + 1)
+    return "" if len(data) > CONFIG_MAX_BYTES else data.decode(errors="replace")
 
 
 def _toml(path: Path) -> dict[str, Any]:

@@ -331,3 +331,22 @@ def test_normalise_error_stays_linear_on_pathological_output(text: str) -> None:
     started = time.perf_counter()
     normalise_error(text)
     assert time.perf_counter() - started < 1.0  # a backtracking path pattern took minutes
+
+
+def test_a_hostile_repositorys_config_files_are_never_followed_or_read_whole(tmp_path) -> None:
+    import os
+
+    from tasks.coding import verify
+
+    outside = tmp_path / "worker-secret.toml"
+    outside.write_text("[tool.pytest]\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    # A link to a file of the worker's configures nothing, and is not read
+    (repo / "pyproject.toml").symlink_to(outside)
+    (repo / "Cargo.toml").symlink_to(outside)
+    # A FIFO does not block the worker; a huge file is not read into memory
+    os.mkfifo(repo / "pytest.ini")
+    (repo / "package.json").write_bytes(b'{"scripts": {"test": "x"}, "pad": "'
+                                        + b"x" * (2 * 1024 * 1024) + b'"}')
+    assert verify.detect_commands(repo) == []

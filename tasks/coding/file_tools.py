@@ -117,6 +117,8 @@ def write_file(ws: Workspace, path: str, content: str, owner: RunPolicy) -> str:
     existed = real.exists()
     if existed and not real.is_file():
         raise ToolError(f"{path} exists and is not a regular file")
+    if existed:
+        _single_link(real.stat(), path)
     created = _make_parents(real.parent)
     _write(real, path, content)
     hand_over([*created, real], owner)  # commands run as the sandbox user may change it later
@@ -186,12 +188,21 @@ def _bounded_lines(f: BinaryIO) -> Iterator[bytes]:
 def _regular_file(ws: Workspace, path: str) -> Path:
     """An existing regular file (opening a FIFO the model made would block the worker)."""
     real = ws.resolve(path)
-    mode = real.stat().st_mode
-    if stat.S_ISDIR(mode):
+    st = real.stat()
+    if stat.S_ISDIR(st.st_mode):
         raise ToolError(f"{path} is a directory; use list_files")
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(st.st_mode):
         raise ToolError(f"{path} is not a regular file")
+    _single_link(st, path)
     return real
+
+
+def _single_link(st: os.stat_result, path: str) -> None:
+    """A file with other hard links may be one of the worker's own files, linked in by a
+    command: the tools, which run as the worker, neither read nor write it."""
+    if st.st_nlink > 1:
+        raise ToolError(f"{path} has {st.st_nlink - 1} other hard link(s); the file tools do "
+                        "not touch such a file (copy it with run if it is yours)")
 
 
 def _read_text(real: Path, path: str) -> str:

@@ -337,3 +337,17 @@ def test_the_sandbox_environment_is_an_allow_list(tmp_path: Path) -> None:
                         "PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE"}
     assert env["PYTHONNOUSERSITE"] == "1"  # no .pth from a HOME runs in the command's Python
     assert env["HOME"] == str(tmp_path) and env["CI"] == "true" and env["LANG"] == "C.UTF-8"
+
+
+def test_the_file_tools_refuse_a_file_hard_linked_from_outside(ws: Workspace,
+                                                              outside: Path) -> None:
+    # Given a file of the worker's, hard-linked into the workspace (a command could do it)
+    secret = outside / "secret.txt"
+    os.link(secret, ws.root / "linked.txt")
+    # Then no file tool reads or changes it through the link
+    for name, inputs in [("read_file", {"path": "linked.txt"}),
+                         ("write_file", {"path": "linked.txt", "content": "owned\n"}),
+                         ("edit_file", {"path": "linked.txt", "old": "secret", "new": "x"})]:
+        out = call(ws, name, **inputs)
+        assert out.is_error and "hard link" in out.content, (name, out.content)
+    assert secret.read_text() == "the server's secret\n"

@@ -766,3 +766,40 @@ def test_a_server_trickling_its_answer_holds_the_worker_no_longer_than_its_deadl
         listener.close()
     assert time.monotonic() - started < 5
     assert outcome.status == "succeeded"
+
+
+def test_a_server_trickling_its_headers_holds_the_worker_no_longer_than_its_deadline(
+        project, fakes, monkeypatch):
+    """The status line and headers are read before any body: a server sending them a byte
+    every 0.3 s is cut at (2 + 1) effect timeouts; what it did is unknown."""
+    import socket
+    import threading
+
+    set_env(monkeypatch, SWITCHYARD_EFFECT_TIMEOUT_SECONDS="1")
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            while not stop.is_set():
+                try:
+                    conn.sendall(b"x")
+                except OSError:
+                    return
+                time.sleep(0.3)
+
+    threading.Thread(target=trickle, daemon=True).start()
+    started = time.monotonic()
+    try:
+        outcome = ledger.perform(project_id=project, action_type="deploy_hook",
+                                 idempotency_key="approval:trickle-headers",
+                                 args={"url": f"http://127.0.0.1:{port}/hook"})
+    finally:
+        stop.set()
+        listener.close()
+    assert time.monotonic() - started < 6
+    assert outcome.status == "unknown"

@@ -12,7 +12,10 @@ redirect is followed and at most RESPONSE_LIMIT bytes of an answer are read.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -57,6 +60,7 @@ def request(method: str, url: str, *, headers: dict[str, str] | None = None,
         # A fresh client per call: a pooled connection gone stale could fail after
         # the request was written, which would turn a harmless retry into `unknown`.
         with httpx.Client(timeout=timeout, follow_redirects=False) as client, \
+                _cut_after(client, (TOTAL_FACTOR + 1) * seconds), \
                 client.stream(method, url, headers=headers, json=json, content=content,
                               params=params,
                               extensions=extensions) as resp:
@@ -72,6 +76,20 @@ def request(method: str, url: str, *, headers: dict[str, str] | None = None,
             error=f"the connection failed after the request went out, so the provider may "
                   f"have acted: {type(exc).__name__}: {exc}",
         )
+
+
+@contextmanager
+def _cut_after(client: httpx.Client, seconds: float) -> Iterator[None]:
+    """Close the client's connections if the exchange still runs after `seconds`: httpx's
+    timeout bounds each read, so a server sending its status line and headers a byte at a
+    time would otherwise hold the worker for as long as it likes."""
+    timer = threading.Timer(seconds, client.close)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def _capped(resp: httpx.Response, deadline: float) -> httpx.Response:

@@ -93,7 +93,7 @@ def test_a_stale_job_on_its_last_attempt_fails(project):
 def test_a_live_heartbeat_is_not_reclaimed(project):
     job_id = new_job(project, publish=False)
     park(job_id)
-    make_running(job_id, heartbeat_age="1 second")  # stale after 3s in tests
+    make_running(job_id, heartbeat_age="1 second", locked_age="1 second")  # stale after 3s
 
     assert sweep() == NOTHING
     assert job(job_id)["status"] == "running"

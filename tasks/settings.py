@@ -127,6 +127,7 @@ class Settings:
     # app.streams.stream_slots / app.streams.sse: event streams one token may hold open per web
     # process, and how long one lasts before the client resumes it by cursor.
     streams_per_token: int = 20
+    streams_per_process: int = 48  # all tokens together: below gunicorn's 64 threads
     stream_max_seconds: float = 600.0
     # app.http.pgpool: the web process's database connections, all of them (requests, streams'
     # reads, the event hub); a request holds at most one.
@@ -354,6 +355,7 @@ def get_settings() -> Settings:
         auth_failures_burst=env_float("SWITCHYARD_AUTH_FAILURES_BURST", 20.0, minimum=1),
         sse_keepalive_seconds=env_float("SWITCHYARD_SSE_KEEPALIVE_SECONDS", 15.0, minimum=0.05),
         streams_per_token=env_int("SWITCHYARD_STREAMS_PER_TOKEN", 20, minimum=1),
+        streams_per_process=env_int("SWITCHYARD_STREAMS_PER_PROCESS", 48, minimum=1),
         stream_max_seconds=env_float("SWITCHYARD_STREAM_MAX_SECONDS", 600.0, minimum=1.0),
         web_db_connections=env_int("SWITCHYARD_WEB_DB_CONNECTIONS", 20, minimum=2),
         secret_key=env_str("SWITCHYARD_SECRET_KEY", ""),

@@ -41,13 +41,19 @@ class StreamSlots:
         self.lock = threading.Lock()
         self.open: Counter[str] = Counter()
 
-    def take(self, key: str, limit: int) -> Slot:
+    def take(self, key: str, limit: int, process_limit: int) -> Slot:
         with self.lock:
             if self.open[key] >= limit:
                 raise ApiError(429, "too_many_streams",
                                f"this token already has {limit} event streams open; close one "
                                "(or resume it by cursor) and retry",
                                {"limit": limit}, headers={"Retry-After": RETRY_AFTER})
+            if sum(self.open.values()) >= process_limit:
+                # However many tokens ask: a few of them must not take every thread.
+                raise ApiError(503, "streams_full",
+                               f"this server has {process_limit} event streams open, its most; "
+                               "retry shortly", {"limit": process_limit},
+                               headers={"Retry-After": RETRY_AFTER})
             self.open[key] += 1
         return Slot(self, key)
 
@@ -57,4 +63,5 @@ slots = StreamSlots()
 
 def take_slot() -> Slot:
     """A slot for the caller's credential (set by app.http.auth), or the 429 that refuses one."""
-    return slots.take(g.token_digest, get_settings().streams_per_token)
+    settings = get_settings()
+    return slots.take(g.token_digest, settings.streams_per_token, settings.streams_per_process)

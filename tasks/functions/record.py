@@ -12,7 +12,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, quote_plus
+
+from tasks.services import secret_forms
 
 SCRUBBED = "[secret]"
 DESCRIBED = 120  # characters of a call's arguments shown in a message
@@ -35,10 +36,11 @@ class Secrets:
             self._refresh()
 
     def _refresh(self) -> None:
-        # Longest first: a secret that contains another is replaced whole. Its URL-encoded
-        # forms too: a query carrying it comes back in an error that way (web search).
-        forms = {f for s in self.values for f in (s, quote(s, safe=""), quote_plus(s))}
-        self._forms = sorted(forms, key=len, reverse=True)
+        # Longest first: a secret that contains another is replaced whole. Its encoded
+        # forms too: a query carrying it comes back in an error URL-encoded (web search), a
+        # header base64-encoded, a dump in hex (tasks.services.secret_forms).
+        found = {f for s in self.values for f in secret_forms.forms(s)}
+        self._forms = sorted(found, key=len, reverse=True)
 
     def scrub(self, value: Any) -> Any:
         """`value` (any JSON) with every secret value in its strings and keys replaced."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from tasks.services import secret_forms
 from tasks.settings import get_settings
 
 REDACTED = "[redacted]"
@@ -15,8 +16,10 @@ def secrets_in_use(project_secrets: Iterable[str] = ()) -> list[str]:
     s = get_settings()
     candidates = (s.resend_api_key, s.github_token, s.ads_api_key, s.smtp_password,
                   *project_secrets)
-    # Longest first, so a secret containing another is replaced whole.
-    return sorted({c for c in candidates if len(c) >= 4}, key=len, reverse=True)
+    # Longest first, so a secret containing another is replaced whole; each in its encoded
+    # forms too (base64, hex, URL-encoded): a provider may echo a header back.
+    found = {f for c in candidates if len(c) >= 4 for f in secret_forms.forms(c)}
+    return sorted(found, key=len, reverse=True)
 
 
 def redact(value: Any, secrets: list[str] | None = None) -> Any:

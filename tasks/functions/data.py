@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.rows import dict_row
 
 from tasks.engine import pg
 from tasks.functions.tables import (
@@ -46,6 +47,14 @@ class Statement:
     # Measured against MAX_ANSWER_BYTES before any row is sent (_capped); an insert's
     # answer is bounded by its own arguments.
     capped: bool = True
+    # An update or delete: an answer over the cap rolls the change back, so a function is
+    # never told "error" about a write that happened.
+    writes: bool = False
+
+
+class _TooBig(Exception):
+    def __init__(self, size: int) -> None:
+        self.size = size
 
 
 def run(project_id: uuid.UUID | str, request: Any, *, seed: str) -> dict[str, Any]:
@@ -54,8 +63,12 @@ def run(project_id: uuid.UUID | str, request: Any, *, seed: str) -> dict[str, An
     try:
         statement = build(str(project_id), request, seed)
         capped = statement.capped
-        rows = pg.fetch_dicts(*(_capped(statement) if capped else (statement.sql,
-                                                                   statement.params)))
+        rows = _measured_write(statement) if statement.writes else pg.fetch_dicts(
+            *(_capped(statement) if capped else (statement.sql, statement.params)))
+    except _TooBig as big:
+        return {"data": None, "error": {"message": f"the answer would be {big.size} bytes, "
+                                        f"over the {MAX_ANSWER_BYTES} allowed, so nothing was "
+                                        "changed: return fewer columns (.select('id'))"}}
     except QueryProblem as problem:
         return {"data": None, "error": {"message": str(problem)}}
     except (psycopg.DataError, psycopg.IntegrityError) as exc:
@@ -71,6 +84,17 @@ def run(project_id: uuid.UUID | str, request: Any, *, seed: str) -> dict[str, An
             rows = []  # nothing matched: the one row the outer join made is all nulls
     return {"data": [{k: _plain(v) for k, v in row.items() if k not in (_BYTES, _ORDINAL)}
                      for row in rows], "error": None}
+
+
+def _measured_write(statement: Statement) -> list[dict[str, Any]]:
+    """Run an update or delete in a transaction that is rolled back when its answer is over
+    the cap (the rows it changed are only known once it has run)."""
+    with pg.transaction() as conn:
+        rows = conn.cursor(row_factory=dict_row).execute(*_capped(statement)).fetchall()
+        size = rows[0][_BYTES] if rows else 0
+        if size > MAX_ANSWER_BYTES:
+            raise _TooBig(size)
+    return rows
 
 
 def _capped(statement: Statement) -> tuple[str, list[Any]]:
@@ -106,10 +130,11 @@ def build(project_id: str, request: Any, seed: str) -> Statement:
                            "every row")
     if op == "delete":
         return Statement(f"DELETE FROM function_data t WHERE {where.sql} RETURNING {returning}",
-                         where.params)
+                         where.params, writes=True)
     sets, params = _assignments(request.get("values"))
     return Statement(f"UPDATE function_data t SET {sets}, updated_at = now() "
-                     f"WHERE {where.sql} RETURNING {returning}", params + where.params)
+                     f"WHERE {where.sql} RETURNING {returning}", params + where.params,
+                     writes=True)
 
 
 def _select(project_id: str, t: Table, request: dict[str, Any]) -> Statement:

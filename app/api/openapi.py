@@ -205,7 +205,7 @@ def paths() -> dict[str, Any]:
         "/healthz": {"get": _op("healthz", "The process is up.",
                                 {200: _json("Up.", "Health")}, (), secured=False)},
         "/readyz": {"get": _op("readyz", "The database and the broker answer.",
-                               {200: _json("Ready.", "Readiness")}, (503,), secured=False)},
+                               {200: _json("Ready.", "Readiness")}, (429, 503), secured=False)},
         "/metrics": {"get": _op(
             "metrics", "Prometheus metrics of the whole fleet, for the operator: "
             "`Authorization: Bearer $SWITCHYARD_METRICS_TOKEN` (an API token is refused). "

@@ -359,6 +359,7 @@ def test_not_ready_answers_503_with_the_error_shape(app, monkeypatch) -> None:
             raise ConnectionError("broker down")
 
     monkeypatch.setattr(health, "celery_app", NoBroker())
+    monkeypatch.setattr(health, "BROKER_TTL", 0.0)  # no answer kept from an earlier probe
     response = app.test_client().get("/readyz")
     assert response.status_code == 503
     error = response.get_json()["error"]
@@ -391,3 +392,33 @@ def test_a_payloads_inner_models_refuse_nul_as_the_api_does() -> None:
     inner = build_document()["components"]["schemas"]["ArtifactFile"]
     assert inner["properties"]["name"]["pattern"] == r"^[^\x00]*$"
     assert inner["propertyNames"] == {"pattern": r"^[^\x00]*$"}
+
+
+def test_readiness_probes_are_throttled_per_address_and_the_broker_asked_sparingly(
+        app, monkeypatch) -> None:
+    from app.routes import health
+
+    real, asked = health.celery_app, []
+
+    class CountingBroker:
+        def connection_for_write(self):
+            asked.append(1)
+            return real.connection_for_write()
+
+    monkeypatch.setattr(health, "celery_app", CountingBroker())
+    monkeypatch.setattr(health, "_broker", (-10.0, ""))  # nothing kept from an earlier probe
+    health.probe_limiter.cache_clear()
+    try:
+        client = app.test_client()
+        answers = [client.get("/readyz", environ_base={"REMOTE_ADDR": "203.0.113.9"}).status_code
+                   for _ in range(40)]
+        # A burst of probes from one address: the first are answered, the rest are 429s
+        burst = int(health.PROBE_BURST)
+        assert answers[:burst] == [200] * burst, answers
+        assert 429 in answers[burst:]
+        # Another address is not held back by it, and the broker was asked once for them all
+        other = client.get("/readyz", environ_base={"REMOTE_ADDR": "203.0.113.10"})
+        assert other.status_code == 200
+        assert len(asked) == 1
+    finally:
+        health.probe_limiter.cache_clear()

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from app.api.queries import list_projects, project_json, require_project
+from app.api.queries import (
+    list_projects,
+    project_json,
+    require_project,
+    require_room_for_a_project,
+)
 from app.api.schemas import ProjectCreate, ProjectSettings, ProjectUpdate
 from app.http import db
 from app.http.auth import current_owner
@@ -21,6 +26,7 @@ def create_project():
     body = parse_body(ProjectCreate)
     within_operator_policy(body.settings)
     session = db.session()
+    require_room_for_a_project(session, current_owner())
     project = Project(owner_id=current_owner(), name=body.name, goal=body.goal,
                       night_shift=body.night_shift,
                       settings=body.settings.applied_to({}) if body.settings else {})

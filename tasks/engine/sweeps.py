@@ -52,6 +52,7 @@ def _dispatch_due(conn: psycopg.Connection, params: dict) -> list[dict]:
     fresh = list(cur.execute(fair.REFILL_ALL, params | {"cap": fair.cap(), "batch": BATCH}))
     return again + fresh
 
+
 # A job is "sent but not seen" when its wake-up went out a sweep interval ago and it
 # is still queued. If the broker's queue is empty at the same time, the wake-ups were
 # lost (a wiped or restarted broker): send them again now, not a redispatch period

@@ -77,8 +77,9 @@ def web(procs: Procs) -> Iterator[Web]:
     """A gunicorn web process (killed at teardown by `procs`), a token and a project."""
     proc, base = procs.web(threads=150,
                            env={"SWITCHYARD_SSE_KEEPALIVE_SECONDS": str(KEEPALIVE),
-                                # one token plays a hundred clients here
+                                # one token plays a hundred clients here, on 150 threads
                                 "SWITCHYARD_STREAMS_PER_TOKEN": "1000",
+                                "SWITCHYARD_STREAMS_PER_PROCESS": "140",
                                 "SWITCHYARD_METRICS_TOKEN": METRICS_TOKEN})
     with session_scope(session_factory()) as s:
         owner_id, token = create_token(s, "alice")

@@ -19,11 +19,11 @@ from tasks.engine.dispatch import dispatch_quietly
 from tasks.engine.sql import moved_columns
 from tasks.settings import get_settings
 
-# Jobs of an owner that hold a place: running, or queued with their wake-up published.
-HELD = """
+# A job that holds one of its owner's places: running, or queued with its wake-up published.
+HOLDS_PLACE = "(h.status = 'running' OR (h.status = 'queued' AND h.dispatched_at IS NOT NULL))"
+HELD = f"""
 SELECT hp.owner_id, count(*) AS n FROM agent_jobs h JOIN projects hp ON hp.id = h.project_id
-WHERE hp.owner_id IS NOT NULL
-  AND (h.status = 'running' OR (h.status = 'queued' AND h.dispatched_at IS NOT NULL))
+WHERE hp.owner_id IS NOT NULL AND {HOLDS_PLACE}
   <owner> GROUP BY hp.owner_id
 """
 
@@ -31,8 +31,7 @@ WHERE hp.owner_id IS NOT NULL
 def held_by(owner: str) -> str:
     """SQL: how many places the owner `owner` (a uuid expression) holds now."""
     return (f"(SELECT count(*) FROM agent_jobs h JOIN projects hp ON hp.id = h.project_id "
-            f"WHERE hp.owner_id = {owner} AND (h.status = 'running' OR "
-            f"(h.status = 'queued' AND h.dispatched_at IS NOT NULL)))")
+            f"WHERE hp.owner_id = {owner} AND {HOLDS_PLACE})")
 
 
 def publish_now(project: str, cap: str = "%(cap)s") -> str:

@@ -731,10 +731,10 @@ def test_a_credential_that_cannot_be_read_leaves_no_intent_behind(project, fakes
     assert len(fakes.http.posts("/deploy/site")) == 1
 
 
-def test_a_server_trickling_its_answer_holds_the_worker_no_longer_than_its_deadline(
-        project, fakes, monkeypatch):
-    """httpx's timeout is per read: one byte every 0.3 s would keep a 1 s timeout happy
-    for 64 KiB (five hours). The answer's status counts; its body is read for 2 s at most."""
+def _trickled_deploy(project, monkeypatch, head: bytes, key: str) -> tuple[float, Any]:
+    """A deploy hook to a server that answers `head`, then one byte every 0.3 s (httpx's
+    timeout is per read: a 1 s timeout stays happy for hours); the seconds it took and the
+    outcome."""
     import socket
     import threading
 
@@ -747,7 +747,7 @@ def test_a_server_trickling_its_answer_holds_the_worker_no_longer_than_its_deadl
         conn, _ = listener.accept()
         with conn:
             conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+            conn.sendall(head)
             while not stop.is_set():
                 try:
                     conn.sendall(b"x")
@@ -759,47 +759,29 @@ def test_a_server_trickling_its_answer_holds_the_worker_no_longer_than_its_deadl
     started = time.monotonic()
     try:
         outcome = ledger.perform(project_id=project, action_type="deploy_hook",
-                                 idempotency_key="approval:trickle",
+                                 idempotency_key=key,
                                  args={"url": f"http://127.0.0.1:{port}/hook"})
     finally:
         stop.set()
         listener.close()
-    assert time.monotonic() - started < 5
+    return time.monotonic() - started, outcome
+
+
+def test_a_server_trickling_its_answer_holds_the_worker_no_longer_than_its_deadline(
+        project, fakes, monkeypatch):
+    """The answer's status counts; its body is read for 2 s at most."""
+    took, outcome = _trickled_deploy(
+        project, monkeypatch, b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n",
+        "approval:trickle")
+    assert took < 5
     assert outcome.status == "succeeded"
 
 
 def test_a_server_trickling_its_headers_holds_the_worker_no_longer_than_its_deadline(
         project, fakes, monkeypatch):
-    """The status line and headers are read before any body: a server sending them a byte
-    every 0.3 s is cut at (2 + 1) effect timeouts; what it did is unknown."""
-    import socket
-    import threading
-
-    set_env(monkeypatch, SWITCHYARD_EFFECT_TIMEOUT_SECONDS="1")
-    listener = socket.create_server(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-    stop = threading.Event()
-
-    def trickle() -> None:
-        conn, _ = listener.accept()
-        with conn:
-            conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
-            while not stop.is_set():
-                try:
-                    conn.sendall(b"x")
-                except OSError:
-                    return
-                time.sleep(0.3)
-
-    threading.Thread(target=trickle, daemon=True).start()
-    started = time.monotonic()
-    try:
-        outcome = ledger.perform(project_id=project, action_type="deploy_hook",
-                                 idempotency_key="approval:trickle-headers",
-                                 args={"url": f"http://127.0.0.1:{port}/hook"})
-    finally:
-        stop.set()
-        listener.close()
-    assert time.monotonic() - started < 6
+    """The status line and headers come before any body: a server sending them a byte at a
+    time is cut at (2 + 1) effect timeouts; what it did is unknown."""
+    took, outcome = _trickled_deploy(project, monkeypatch, b"HTTP/1.1 200 OK\r\nX-Slow: ",
+                                     "approval:trickle-headers")
+    assert took < 6
     assert outcome.status == "unknown"

@@ -329,6 +329,15 @@ def _startup_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
             "nightshift_run", "The daily cron hook: enqueue what is due.",
             {202: _json("How many jobs each type enqueued.", "Enqueued"),
              401: ERRORS[401]}, (), secured=False, security=CRON)},
+        "/api/contact/confirm": {"get": _op(
+            "confirm_contact", "The link mailed to a project's new `contact_email`: opening it "
+            "lets the daily digests and nudges go to that address (public; the token is the "
+            "credential, and stops working when the address changes).",
+            {200: _json("The address is confirmed.", "ContactConfirmed")}, (404,),
+            secured=False, params=[
+                {"name": "project", "in": "query", "required": True, "schema": UUID},
+                {"name": "token", "in": "query", "required": True,
+                 "schema": typed("string", maxLength=200)}])},
         "/api/projects/{pid}/memory": {"get": _op(
             "memory", "What the agents remember about the project (500 at most).",
             {200: _json("The memories.", "MemoryList")}, (404, 422), params=[PID, category])},

@@ -364,6 +364,12 @@ class Readiness(Response):
     checks: ReadinessChecks
 
 
+class ContactConfirmed(Response):
+    project_id: uuid.UUID
+    contact_email: str
+    confirmed: Literal[True]
+
+
 # The OpenAPI document's response components, by name; nested models come along as $defs.
 class Artifact(Response):
     id: uuid.UUID
@@ -511,6 +517,6 @@ RESPONSE_MODELS: dict[str, type[Response]] = {model.__name__: model for model in
     Error, Project, ProjectList, JobAccepted, JobSummary, Job, Step, JobPage, JobList,
     Diagnosis, QueueStats, Workers, RetryBatch, JobStarted, ChatPosted, ChatList, Approval,
     ApprovalList, Enqueued, SecretList, MemoryList, Effect, EffectList, PacketList, LlmUsage,
-    Event, EventPage, Health, Readiness, ArtifactList, ProjectArtifactList, WorkflowSaved,
+    Event, EventPage, Health, Readiness, ContactConfirmed, ArtifactList, ProjectArtifactList, WorkflowSaved,
     WorkflowList, Workflow, WorkflowRun, WorkflowRunList,
     WebhookAnswer, FunctionSaved, FunctionList, FunctionDetail, FunctionRunList)}

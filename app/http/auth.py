@@ -23,9 +23,10 @@ from app.http.web_sessions import SESSION_ID, caller_for_session
 from tasks.settings import get_settings
 
 # The cron hook checks X-Cron-Secret itself, /metrics the operator's metrics token, a
-# webhook its sender's signature (app.routes.code).
+# webhook its sender's signature (app.routes.code), a contact confirmation its link's MAC
+# (tasks.startup.contact).
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/api/openapi.json",
-                          "/api/nightshift/run"})
+                          "/api/nightshift/run", "/api/contact/confirm"})
 PUBLIC_PREFIXES = ("/api/webhooks/",)
 SESSION_TOKEN_HASH = "token_sha256"  # set by the UI's sign-in
 SESSION_CSRF = "csrf"

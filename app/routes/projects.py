@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify
+import uuid
+
+from flask import Blueprint, jsonify, request
 
 from app.api.queries import (
     list_projects,
@@ -17,6 +19,8 @@ from app.http.errors import ApiError
 from app.routes.body import parse_body
 from models import Project
 from tasks.services.effects.policy import operator, violations
+from tasks.settings import get_settings
+from tasks.startup import contact
 
 bp = Blueprint("projects", __name__)
 
@@ -32,6 +36,7 @@ def create_project():
                       settings=body.settings.applied_to({}) if body.settings else {})
     session.add(project)
     session.commit()
+    confirm_new_contact(project, None)
     return jsonify(project_json(project)), 201
 
 
@@ -55,10 +60,35 @@ def update_project(pid: str):
     for field in ("name", "goal", "night_shift"):
         if field in body.model_fields_set and getattr(body, field) is not None:
             setattr(project, field, getattr(body, field))
+    before = (project.settings or {}).get("contact_email")
     if body.settings is not None:
         project.settings = body.settings.applied_to(project.settings)
     session.commit()
+    confirm_new_contact(project, before)
     return jsonify(project_json(project))
+
+
+def confirm_new_contact(project: Project, before: str | None) -> None:
+    """A new contact address is mailed its confirmation link; the drips wait for it."""
+    email = (project.settings or {}).get("contact_email")
+    if email and email != before and email != project.settings.get(contact.CONFIRMED):
+        contact.request_confirmation(str(project.id), email,
+                                     get_settings().public_url or request.host_url)
+
+
+@bp.get(contact.CONFIRM_PATH)
+def confirm_contact():
+    """The link mailed to a new contact address (public: the token is the credential)."""
+    pid, token = request.args.get("project", ""), request.args.get("token", "")
+    try:
+        uuid.UUID(pid)
+    except ValueError:
+        pid = ""
+    email = contact.confirm(pid, token) if pid and token else None
+    if email is None:
+        raise ApiError(404, "not_found", "this link does not confirm the project's current "
+                       "contact address (it changed, or the link is not whole)")
+    return jsonify({"project_id": pid, "contact_email": email, "confirmed": True})
 
 
 def within_operator_policy(settings: ProjectSettings | None) -> None:

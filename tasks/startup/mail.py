@@ -14,6 +14,7 @@ from tasks.engine.context import JobContext
 from tasks.engine.registry import JobType, register
 from tasks.engine.sql import pending_approval
 from tasks.services.effects.outbox import enqueue_email, process_due_emails
+from tasks.startup.contact import CONFIRMED
 
 
 class SlotPayload(BaseModel):
@@ -26,6 +27,9 @@ def process_due(ctx: JobContext, p: SlotPayload) -> dict[str, Any]:
     return ctx.step("send-due", process_due_emails)
 
 
+# Drips go only to an address its reader confirmed (startup/contact.py).
+CONFIRMED_CONTACT = f"p.settings->>'contact_email' = p.settings->>'{CONFIRMED}'"
+
 DIGEST_SOURCES = f"""
 SELECT p.id, p.name, p.settings->>'contact_email' AS contact_email,
     (SELECT count(*) FROM agent_jobs j WHERE j.project_id = p.id AND j.status = 'completed'
@@ -33,14 +37,14 @@ SELECT p.id, p.name, p.settings->>'contact_email' AS contact_email,
     (SELECT count(*) FROM approvals a WHERE a.project_id = p.id AND {pending_approval("a")})
         AS pending
 FROM projects p
-WHERE p.owner_id IS NOT NULL AND p.settings ? 'contact_email'
+WHERE p.owner_id IS NOT NULL AND {CONFIRMED_CONTACT}
 ORDER BY p.created_at
 """
 
 NUDGE_SOURCES = f"""
 SELECT p.id, p.name, p.settings->>'contact_email' AS contact_email, count(a.id) AS waiting
 FROM projects p JOIN approvals a ON a.project_id = p.id
-WHERE p.owner_id IS NOT NULL AND p.settings ? 'contact_email' AND {pending_approval("a")}
+WHERE p.owner_id IS NOT NULL AND {CONFIRMED_CONTACT} AND {pending_approval("a")}
   AND a.created_at < now() - interval '1 day'
 GROUP BY p.id, p.name, p.settings
 """

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import pytest
 
 from app.http.db import session_factory
 from app.http.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
+from tasks.engine import pg
+from tasks.startup import mail
 from tests.integration.jobdb import tuple_row
 
 
@@ -134,3 +138,57 @@ def test_settings_within_the_operators_policy_are_kept(client_and_token, operato
     created = client.post("/api/projects", headers=auth, json={"name": "A", "settings": settings})
     assert created.status_code == 201
     assert created.json["settings"] == settings
+
+
+def _confirmations(pid: str) -> list[tuple[str, str]]:
+    return [(r["to_addr"], r["body"]) for r in pg.fetch_dicts(
+        "SELECT to_addr, body FROM email_jobs WHERE project_id = %s AND kind = 'confirm' "
+        "ORDER BY created_at", (pid,))]
+
+
+def _link(body: str) -> str:
+    """The mailed link's path and query, to open with the test client."""
+    url = urlsplit(next(w for w in body.split() if "/api/contact/confirm?" in w))
+    return f"{url.path}?{url.query}"
+
+
+def test_a_contact_address_gets_drips_only_once_its_reader_confirms_it(client_and_token):
+    # Given a project created with a contact address (issue 23.6: digests go on the operator's
+    # mail credentials, so an address typed by a tenant is mailed only a confirmation link)
+    client, auth = client_and_token
+    pid = client.post("/api/projects", headers=auth, json={
+        "name": "Acme", "settings": {"contact_email": "f@acme.test"}}).json["id"]
+    [(to, body)] = _confirmations(pid)
+    assert to == "f@acme.test"
+    link = _link(body)
+
+    # Then the daily drips skip it until the link is opened
+    assert pid not in {str(r["id"]) for r in pg.fetch_dicts(mail.DIGEST_SOURCES)}
+    # And a link that is not whole, or names another project, confirms nothing
+    bad = client.get(link[:-1] + ("0" if link[-1] != "0" else "1"))
+    assert bad.status_code == 404 and bad.json["error"]["code"] == "not_found"
+    other = client.post("/api/projects", headers=auth, json={"name": "Other"}).json["id"]
+    assert client.get(link.replace(pid, other)).status_code == 404
+    assert pid not in {str(r["id"]) for r in pg.fetch_dicts(mail.DIGEST_SOURCES)}
+
+    # When the reader opens it (no token: the link is the credential)
+    opened = client.get(link)
+    assert opened.status_code == 200, opened.json
+    assert opened.json == {"project_id": pid, "contact_email": "f@acme.test", "confirmed": True}
+    assert pid in {str(r["id"]) for r in pg.fetch_dicts(mail.DIGEST_SOURCES)}
+    # And a client cannot mark an address confirmed itself
+    forged = client.patch(f"/api/projects/{pid}", headers=auth,
+                          json={"settings": {"contact_email_confirmed": "x@evil.test"}})
+    assert forged.status_code == 422
+
+    # When the owner changes the address, it is unconfirmed and the new one gets its link;
+    # the old link no longer works, and setting the address again the same day mails nothing
+    client.patch(f"/api/projects/{pid}", headers=auth,
+                 json={"settings": {"contact_email": "g@acme.test"}})
+    assert pid not in {str(r["id"]) for r in pg.fetch_dicts(mail.DIGEST_SOURCES)}
+    assert client.get(link).status_code == 404
+    client.patch(f"/api/projects/{pid}", headers=auth,
+                 json={"settings": {"contact_email": "h@acme.test"}})
+    client.patch(f"/api/projects/{pid}", headers=auth,
+                 json={"settings": {"contact_email": "g@acme.test"}})
+    assert [to for to, _ in _confirmations(pid)] == ["f@acme.test", "g@acme.test", "h@acme.test"]

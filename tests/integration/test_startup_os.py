@@ -36,6 +36,7 @@ from tasks.services.effects.adapters.email import message_id
 from tasks.services.llm import reset_client
 from tasks.settings import get_settings
 from tasks.startup import schedules
+from tasks.startup.contact import CONFIRMED
 from tasks.startup.phases import PHASES
 from tests.conftest import wait_until
 from tests.integration.jobdb import in_threads, tuple_row, tuples, wait_for
@@ -120,6 +121,7 @@ def founder(db: None, fakes: Fakes) -> Founder:
         owner_id, token = create_token(s, f"founder-{uuid.uuid4().hex[:8]}")
     f = Founder(app, owner_id, token, "")
     f.project = f.new_project("Tidewater", settings={"contact_email": CONTACT,
+                                                     CONFIRMED: CONTACT,
                                                      "deploy_hook_url": fakes.hook})
     return f
 
@@ -395,9 +397,13 @@ def test_the_outbox_drained_by_beat_and_a_manual_run_at_once_sends_each_row_once
 
 def test_digests_and_nudges_queue_one_email_per_project_per_day(worker, beat, founder, fakes):
     # Given a project with a contact and an approval waiting two days (digest and nudge),
-    # one with a contact and nothing waiting (digest only) and one without a contact (none)
-    quiet = founder.new_project("quiet", settings={"contact_email": "quiet@example.test"})
+    # one with a contact and nothing waiting (digest only), one without a contact and one
+    # whose contact never confirmed the address (none)
+    quiet = founder.new_project("quiet", settings={"contact_email": "quiet@example.test",
+                                                   CONFIRMED: "quiet@example.test"})
     founder.new_project("no contact")
+    founder.new_project("unconfirmed", settings={"contact_email": "new@example.test",
+                                                 CONFIRMED: "old@example.test"})
     waiting = create_approval(founder.project, None, NewApproval(
         "email", "Say hello", {"to": CONTACT, "subject": "hi", "body": "hello"}))
     pg.execute("UPDATE approvals SET created_at = now() - interval '2 days' WHERE id = %s",
@@ -422,7 +428,7 @@ def test_digests_and_nudges_queue_one_email_per_project_per_day(worker, beat, fo
     wait_all_done("drip.process_nudges", 2)
     assert date == today(), "the test straddled midnight UTC; run it again"
 
-    # Then the outbox holds one digest per project with a contact and one nudge
+    # Then the outbox holds one digest per project with a confirmed contact and one nudge
     queued = sorted((str(p), k, key) for p, k, key in tuples(
         "SELECT project_id, kind, idempotency_key FROM email_jobs"))
     assert queued == sorted([

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     CheckConstraint,
+    Computed,
     DateTime,
     ForeignKey,
     Identity,
@@ -307,6 +308,9 @@ class FunctionData(Base):
     project_id: Mapped[uuid.UUID] = _project_fk()
     collection: Mapped[str] = mapped_column(Text)
     doc: Mapped[Any] = mapped_column(JSONB)
+    # Bytes of JSON, kept by PostgreSQL: what the owner's quota sums (tasks.services.quotas).
+    size: Mapped[int] = mapped_column(Integer, Computed("octet_length(doc::text)",
+                                                        persisted=True))
     created_at: Mapped[datetime] = _now()
     updated_at: Mapped[datetime] = _now()
 

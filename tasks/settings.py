@@ -202,8 +202,11 @@ class Settings:
     owner_max_active: int = 16
     # tasks.engine.enqueue: the most jobs one root job's tree may hold (0: no ceiling).
     max_descendants: int = 1000
-    # app.api.queries: projects one owner may keep (0: no quota).
+    # tasks.services.quotas: what one owner may keep, over all its projects (0: no quota).
     max_projects_per_owner: int = 100
+    max_function_data_bytes_per_owner: int = 256 * 1024 * 1024
+    max_memory_keys_per_owner: int = 10_000
+    max_artifact_bytes_per_owner: int = 5 * 1024 * 1024 * 1024
     max_priority: int = 9
     step_output_max_bytes: int = 1024 * 1024
     web_statement_timeout_seconds: float = 5.0
@@ -404,6 +407,12 @@ def get_settings() -> Settings:
         owner_max_active=env_int("SWITCHYARD_OWNER_MAX_ACTIVE", 16, minimum=0),
         max_descendants=env_int("SWITCHYARD_MAX_DESCENDANTS", 1000, minimum=0),
         max_projects_per_owner=env_int("SWITCHYARD_MAX_PROJECTS_PER_OWNER", 100, minimum=0),
+        max_function_data_bytes_per_owner=env_int(
+            "SWITCHYARD_MAX_FUNCTION_DATA_BYTES_PER_OWNER", 256 * 1024 * 1024, minimum=0),
+        max_memory_keys_per_owner=env_int("SWITCHYARD_MAX_MEMORY_KEYS_PER_OWNER", 10_000,
+                                          minimum=0),
+        max_artifact_bytes_per_owner=env_int("SWITCHYARD_MAX_ARTIFACT_BYTES_PER_OWNER",
+                                             5 * 1024 * 1024 * 1024, minimum=0),
         max_priority=min(9, env_int("SWITCHYARD_MAX_PRIORITY", 9, minimum=0)),
         event_data_max_bytes=env_int("SWITCHYARD_EVENT_DATA_MAX_BYTES", 64 * 1024, minimum=1024),
         step_output_max_bytes=env_int("SWITCHYARD_STEP_OUTPUT_MAX_BYTES", 1024 * 1024,

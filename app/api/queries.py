@@ -8,14 +8,14 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
 from app.api import responses
 from app.http import pgpool
 from app.http.errors import ApiError, not_found
 from models import AgentJob, Artifact, Project
-from tasks.settings import get_settings
+from tasks.services import quotas
 
 
 def project_for_owner(session: Session, owner: uuid.UUID, project_id: str) -> Project | None:
@@ -86,15 +86,9 @@ def list_projects(session: Session, owner: uuid.UUID) -> list[Project]:
                                 .order_by(Project.created_at.desc(), Project.id)))
 
 
-def require_room_for_a_project(session: Session, owner: uuid.UUID) -> None:
+def require_room_for_a_project(owner: uuid.UUID) -> None:
     """The operator's quota of projects per owner (SWITCHYARD_MAX_PROJECTS_PER_OWNER)."""
-    limit = get_settings().max_projects_per_owner
-    held = session.scalar(select(func.count()).select_from(Project)
-                          .where(Project.owner_id == owner)) or 0
-    if limit and held >= limit:
-        raise ApiError(422, "quota_exceeded", f"an owner keeps at most {limit} projects "
-                       "(SWITCHYARD_MAX_PROJECTS_PER_OWNER): delete one first",
-                       {"quota": "projects", "limit": limit})
+    quotas.check(quotas.PROJECTS, owner=owner, adding=1)
 
 
 def list_jobs(session: Session, project_id: uuid.UUID, *, status: str | None,

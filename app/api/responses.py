@@ -517,6 +517,6 @@ RESPONSE_MODELS: dict[str, type[Response]] = {model.__name__: model for model in
     Error, Project, ProjectList, JobAccepted, JobSummary, Job, Step, JobPage, JobList,
     Diagnosis, QueueStats, Workers, RetryBatch, JobStarted, ChatPosted, ChatList, Approval,
     ApprovalList, Enqueued, SecretList, MemoryList, Effect, EffectList, PacketList, LlmUsage,
-    Event, EventPage, Health, Readiness, ContactConfirmed, ArtifactList, ProjectArtifactList, WorkflowSaved,
-    WorkflowList, Workflow, WorkflowRun, WorkflowRunList,
+    Event, EventPage, Health, Readiness, ContactConfirmed, ArtifactList, ProjectArtifactList,
+    WorkflowSaved, WorkflowList, Workflow, WorkflowRun, WorkflowRunList,
     WebhookAnswer, FunctionSaved, FunctionList, FunctionDetail, FunctionRunList)}

@@ -30,7 +30,7 @@ def create_project():
     body = parse_body(ProjectCreate)
     within_operator_policy(body.settings)
     session = db.session()
-    require_room_for_a_project(session, current_owner())
+    require_room_for_a_project(current_owner())
     project = Project(owner_id=current_owner(), name=body.name, goal=body.goal,
                       night_shift=body.night_shift,
                       settings=body.settings.applied_to({}) if body.settings else {})

@@ -28,6 +28,8 @@ from tasks.functions.tables import (
     table,
     value_for,
 )
+from tasks.services import quotas
+from tasks.services.quotas import QuotaExceeded
 
 OPERATORS = {"eq": "=", "neq": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 MAX_ROWS = 1000  # a select's rows at most (supabase's default cap too)
@@ -50,6 +52,9 @@ class Statement:
     # An update or delete: an answer over the cap rolls the change back, so a function is
     # never told "error" about a write that happened.
     writes: bool = False
+    # An insert or update: measured against the owner's quota of bytes after it ran, and
+    # rolled back when over (tasks.services.quotas).
+    grows: bool = False
 
 
 class _TooBig(Exception):
@@ -63,8 +68,11 @@ def run(project_id: uuid.UUID | str, request: Any, *, seed: str) -> dict[str, An
     try:
         statement = build(str(project_id), request, seed)
         capped = statement.capped
-        rows = _measured_write(statement) if statement.writes else pg.fetch_dicts(
-            *(_capped(statement) if capped else (statement.sql, statement.params)))
+        rows = _measured_write(statement, str(project_id)) \
+            if statement.writes or statement.grows else pg.fetch_dicts(
+                *(_capped(statement) if capped else (statement.sql, statement.params)))
+    except QuotaExceeded as over:
+        return {"data": None, "error": {"message": f"{over}; nothing was written"}}
     except _TooBig as big:
         return {"data": None, "error": {"message": f"the answer would be {big.size} bytes, "
                                         f"over the {MAX_ANSWER_BYTES} allowed, so nothing was "
@@ -86,14 +94,17 @@ def run(project_id: uuid.UUID | str, request: Any, *, seed: str) -> dict[str, An
                      for row in rows], "error": None}
 
 
-def _measured_write(statement: Statement) -> list[dict[str, Any]]:
-    """Run an update or delete in a transaction that is rolled back when its answer is over
-    the cap (the rows it changed are only known once it has run)."""
+def _measured_write(statement: Statement, project_id: str) -> list[dict[str, Any]]:
+    """Run a write in a transaction that is rolled back when its answer is over the cap (the
+    rows it changed are only known once it has run) or the owner's data over its quota."""
     with pg.transaction() as conn:
-        rows = conn.cursor(row_factory=dict_row).execute(*_capped(statement)).fetchall()
-        size = rows[0][_BYTES] if rows else 0
+        sql = _capped(statement) if statement.capped else (statement.sql, statement.params)
+        rows = conn.cursor(row_factory=dict_row).execute(*sql).fetchall()
+        size = rows[0][_BYTES] if rows and statement.capped else 0
         if size > MAX_ANSWER_BYTES:
             raise _TooBig(size)
+        if statement.grows:
+            quotas.check(quotas.FUNCTION_DATA, project=project_id)
     return rows
 
 
@@ -134,7 +145,7 @@ def build(project_id: str, request: Any, seed: str) -> Statement:
     sets, params = _assignments(request.get("values"))
     return Statement(f"UPDATE function_data t SET {sets}, updated_at = now() "
                      f"WHERE {where.sql} RETURNING {returning}", params + where.params,
-                     writes=True)
+                     writes=True, grows=True)
 
 
 def _select(project_id: str, t: Table, request: dict[str, Any]) -> Statement:
@@ -210,7 +221,7 @@ def _insert(project_id: str, values: Any, seed: str, returning: str) -> Statemen
         f"SELECT {returning} FROM (SELECT * FROM ins UNION ALL SELECT * FROM function_data "
         "WHERE project_id = %s AND id = ANY(%s) AND id NOT IN (SELECT id FROM ins)) t "
         "ORDER BY array_position(%s, t.id)",
-        [*params, project_id, ids, ids], capped=False)
+        [*params, project_id, ids, ids], capped=False, grows=True)
 
 
 def _row(row: Any, n: int) -> tuple[str, str]:

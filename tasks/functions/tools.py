@@ -20,6 +20,7 @@ from tasks.services.llm import get_client
 from tasks.services.llm.flow import call_llm
 from tasks.services.llm.types import LLMRequest
 from tasks.services.memory import CATEGORIES, load_memory, write_memory
+from tasks.services.quotas import QuotaExceeded
 from tasks.services.research import websearch
 
 # The tool names are tasks.functions.sandbox.TOOLS (what the prelude installs). Of them, these
@@ -99,8 +100,11 @@ def _memory_set(args: dict[str, Any], who: Caller) -> Any:
     content = _text(args, "content", "memory.set", limit=MEMORY_MAX)
     assert key is not None and content is not None
     # A secret the function read is not remembered as itself.
-    write_memory(who.ctx.project_id, category, who.secrets.text(key), who.secrets.text(content),
-                 job_id=who.ctx.job_id, step=who.seed)
+    try:
+        write_memory(who.ctx.project_id, category, who.secrets.text(key),
+                     who.secrets.text(content), job_id=who.ctx.job_id, step=who.seed)
+    except QuotaExceeded as over:
+        raise ToolError(f"memory.set: {over}") from None
     return None
 
 

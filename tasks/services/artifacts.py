@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tasks.engine import pg
 from tasks.engine.errors import PermanentError
+from tasks.services import quotas
 from tasks.services.artifact_store import storage_key, store
 from tasks.settings import get_settings
 
@@ -82,6 +83,7 @@ def write(ctx: JobContext, *, kind: str, name: str, content_type: str, data: byt
         seq = ctx.current_step
         digest = hashlib.sha256(payload).hexdigest()
         key = storage_key(ctx.project_id, digest)
+        quotas.check(quotas.ARTIFACT_BYTES, project=ctx.project_id, adding=len(payload))
         store().put(key, payload, content_type)
         row = pg.persist_one(UPSERT, {
             "id": uuid.uuid4(), "project": ctx.project_id, "job": ctx.job_id, "seq": seq,

@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass
 
 from tasks.engine import pg
+from tasks.services import quotas
 
 CATEGORIES = ("fact", "preference", "decision", "learning", "context")
 
@@ -28,9 +29,13 @@ def load_memory(project_id: uuid.UUID | str, categories: tuple[str, ...] = CATEG
 
 def write_memory(project_id: uuid.UUID | str, category: str, key: str, content: str, *,
                  job_id: uuid.UUID | str | None = None, step: str | None = None) -> None:
-    """Upsert by (project, category, key), remembering which job and step wrote it."""
+    """Upsert by (project, category, key), remembering which job and step wrote it; a new key
+    counts against the owner's quota (SWITCHYARD_MAX_MEMORY_KEYS_PER_OWNER)."""
     if category not in CATEGORIES:
         raise ValueError(f"unknown memory category {category!r}")
+    if not pg.fetch_value("SELECT count(*) FROM agent_memory WHERE project_id = %s AND "
+                          "category = %s AND key = %s", (project_id, category, key)):
+        quotas.check(quotas.MEMORY_KEYS, project=project_id, adding=1)
     pg.execute(
         "INSERT INTO agent_memory (id, project_id, category, key, content, source_job_id, "
         "source_step) VALUES (%s, %s, %s, %s, %s, %s, %s) "

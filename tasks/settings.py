@@ -160,6 +160,10 @@ class Settings:
     # services.effects: where email, GitHub dispatches and ad campaigns go; secrets not in repr.
     effect_timeout_seconds: float = 15.0
     egress_allow: str = ""  # CIDRs or host names tenant-built calls may reach (services.egress)
+    # Host names the coding sandbox's egress proxy reaches besides those (the package
+    # registries, by name: wherever this machine's DNS says they are, a mirror included).
+    code_registry_hosts: str = ("pypi.org,files.pythonhosted.org,registry.npmjs.org,"
+                                "registry.yarnpkg.com")
     # services.effects.policy: effect kinds tenants may turn on (empty: all) and daily ceilings.
     effects_allowed: str = ""
     effect_cap_ceilings: str = ""
@@ -385,6 +389,8 @@ def get_settings() -> Settings:
             if env_str("SWITCHYARD_LLM_PRICE_OUTPUT_PER_MTOK", "") else None),
         effect_timeout_seconds=env_float("SWITCHYARD_EFFECT_TIMEOUT_SECONDS", 15.0, minimum=0.1),
         egress_allow=env_str("SWITCHYARD_EGRESS_ALLOW", ""),
+        code_registry_hosts=env_str("SWITCHYARD_CODE_REGISTRY_HOSTS",
+                                    Settings.code_registry_hosts),
         effects_allowed=env_str("SWITCHYARD_EFFECTS_ALLOWED", ""),
         effect_cap_ceilings=env_str("SWITCHYARD_EFFECT_CAP_CEILINGS", ""),
         shared_credentials=os.environ.get("SWITCHYARD_SHARED_CREDENTIALS", "email").strip(),

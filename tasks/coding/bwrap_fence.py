@@ -3,8 +3,10 @@
 A command gets a mount namespace of its own in which the system directories are read-only,
 `/tmp` and HOME are directories made for this command alone, the checkout is the only other
 writable path and its `.git` is bound read-only over it; a new network namespace (only a
-loopback of its own) unless the policy allows the network, and a PID namespace whose init
-is bubblewrap's: when the command ends, everything it started ends. A root worker first
+loopback of its own) always — a policy that allows the network gets the worker's egress
+proxy there (tasks.services.egress_proxy, through tasks/coding/proxy_bridge.py) and nothing
+else — and a PID namespace whose init is bubblewrap's: when the command ends, everything it
+started ends. A root worker first
 drops to the sandbox uid (setpriv), so the user namespace maps that uid and no file of
 root's is the command's.
 """
@@ -43,6 +45,7 @@ class Mounts:
     git: Path | None  # the checkout's .git, bound read-only over the workspace's
     tmp: Path  # bound at /tmp
     home: Path  # bound at HOME
+    egress: Path | None = None  # the egress proxy's socket directory (network allowed)
 
 
 # (name, symlink target or None) for each of SYSTEM_DIRS present on the machine: a merged-/usr
@@ -68,27 +71,22 @@ def limits(policy: RunPolicy, host: Host) -> list[str]:
             f"--fsize={policy.max_file_mb * MB}", "--core=0", "--"]
 
 
-def namespaces(policy: RunPolicy) -> list[str]:
+def namespaces() -> list[str]:
     """bubblewrap's namespace flags. --disable-userns: a nested user namespace would give
     the command capabilities over mounts it made itself (the kernel keeps ours locked, but
     it is one less door). --die-with-parent: the worker killing bubblewrap (timeout, flood)
-    kills the namespace's init, and with it every process in it."""
-    flags = ["--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
-             "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
-    if not policy.network:
-        flags.insert(2, "--unshare-net")
-    return flags
+    kills the namespace's init, and with it every process in it. Never the machine's
+    network: a command allowed the network reaches it through the egress proxy alone."""
+    return ["--unshare-user", "--disable-userns", "--unshare-net", "--unshare-pid",
+            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
+            "--new-session"]
 
 
-def system_binds(entries: SystemEntries, resolv_dir: str | None = None) -> list[str]:
-    """The read-only system: each directory bound, each link recreated. `resolv_dir` is where
-    /etc/resolv.conf points when it is a link out of /etc (systemd-resolved): bound too,
-    or a command allowed the network could not resolve a name."""
+def system_binds(entries: SystemEntries) -> list[str]:
+    """The read-only system: each directory bound, each link recreated."""
     argv: list[str] = []
     for name, link in entries:
         argv += ["--symlink", link, f"/{name}"] if link else ["--ro-bind", f"/{name}", f"/{name}"]
-    if resolv_dir:
-        argv += ["--ro-bind-try", resolv_dir, resolv_dir]
     return argv
 
 
@@ -102,22 +100,45 @@ def filesystem(policy: RunPolicy, mounts: Mounts) -> list[str]:
             "--bind", str(mounts.home), HOME, "--bind", ws, ws]
     if mounts.git is not None:
         argv += ["--ro-bind", str(mounts.git), str(mounts.git)]
+    if mounts.egress is not None:
+        argv += ["--bind", str(mounts.egress), EGRESS_DIR]
     return [*argv, "--remount-ro", "/", "--chdir", ws]
 
 
+EGRESS_DIR = "/run/switchyard-egress"  # where the proxy's socket directory is bound
+PROXY_PORT = 3128  # the bridge's port on the sandbox's own loopback
+# Start the bridge, then become the command; a bridge that cannot start is the command's
+# failure, said in its output.
+BRIDGE_SCRIPT = ('python3 -c "$1" "$2" "$3" || { echo "the network proxy could not start in '
+                 'the sandbox (python3 is needed)" >&2; exit 97; }; exec "$0" -c "$4"')
+
+
+def proxy_env() -> dict[str, str]:
+    """What points package managers, git and curl at the bridge (all read these)."""
+    url = f"http://127.0.0.1:{PROXY_PORT}"
+    return {name: url for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+                                   "npm_config_proxy", "npm_config_https_proxy")}
+
+
 def bwrap_argv(command: str, policy: RunPolicy, host: Host, mounts: Mounts,
-               system: SystemEntries, resolv_dir: str | None = None) -> list[str]:
-    """The argv that runs `command` behind every fence (the command is one argument)."""
+               system: SystemEntries, bridge: str | None = None) -> list[str]:
+    """The argv that runs `command` behind every fence (the command is one argument);
+    `bridge`, the proxy bridge's source, where the policy allows the network."""
     assert host.bwrap is not None
-    return [*drop_user(policy, host), *limits(policy, host), host.bwrap, *namespaces(policy),
-            *system_binds(system, resolv_dir if policy.network else None),
-            *filesystem(policy, mounts), "--", host.bash, "-c", command]
+    shell = [host.bash, "-c", command]
+    if policy.network:
+        if bridge is None or mounts.egress is None:
+            raise SandboxUnavailable("a command allowed the network needs the egress proxy")
+        shell = [host.bash, "-c", BRIDGE_SCRIPT, host.bash, bridge,
+                 f"{EGRESS_DIR}/proxy.sock", str(PROXY_PORT), command]
+    return [*drop_user(policy, host), *limits(policy, host), host.bwrap, *namespaces(),
+            *system_binds(system), *filesystem(policy, mounts), "--", *shell]
 
 
 def probe_argv(policy: RunPolicy, host: Host, system: SystemEntries) -> list[str]:
     """A command that does nothing behind the same namespaces and system view: whether this
     machine lets bubblewrap make them (seccomp, sysctl, AppArmor may each refuse)."""
     assert host.bwrap is not None
-    return [*drop_user(policy, host), host.bwrap, *namespaces(policy),
+    return [*drop_user(policy, host), host.bwrap, *namespaces(),
             *system_binds(system), "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/",
             "--", host.bash, "-c", ":"]

@@ -2,10 +2,11 @@
 
 The fence is bubblewrap (tasks.coding.bwrap_fence), for root and unprivileged workers alike:
 a mount namespace with the system read-only, a `/tmp` and HOME made for this one command,
-the checkout the only other writable path (its .git read-only), no network unless the
-project allows it, a PID namespace that dies with the command, prlimit's caps, and under a
-root worker the sandbox uid. Where bubblewrap cannot run the command is refused, unless the
-operator opted into the weaker unshare fence (SWITCHYARD_CODE_SANDBOX_SAME_USER=1).
+the checkout the only other writable path (its .git read-only), no network of the machine's
+(a project allowed the network reaches it through the egress proxy alone), a PID namespace
+that dies with the command, prlimit's caps, and under a root worker the sandbox uid. Where
+bubblewrap cannot run the command is refused, unless the operator opted into the weaker
+unshare fence (SWITCHYARD_CODE_SANDBOX_SAME_USER=1), which never gets the network.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from tasks.coding.fence import (
     unpassable,
 )
 from tasks.coding.output_cap import OutputCap
+from tasks.services import egress_proxy
 from tasks.settings import get_settings
 
 __all__ = ["SANDBOX_GID", "SANDBOX_PATH", "SANDBOX_UID", "WORKER_GIT_CONFIG", "CommandResult",
@@ -90,10 +92,7 @@ def system_entries(root: Path = Path("/")) -> SystemEntries:
     return found
 
 
-def resolv_dir() -> str | None:
-    """Where /etc/resolv.conf really lives when that is outside /etc."""
-    real = os.path.realpath("/etc/resolv.conf")
-    return None if real.startswith("/etc/") else os.path.dirname(real)
+BRIDGE_SOURCE = Path(__file__).with_name("proxy_bridge.py")
 
 
 _PROBED_OK: set[tuple[str, ...]] = set()  # a success holds for the worker's life; a failure
@@ -134,6 +133,9 @@ def choose_fence(policy: RunPolicy, host: Host) -> str:
         raise SandboxUnavailable(f"{why}; refusing to run the command unfenced "
                                  "(SWITCHYARD_CODE_SANDBOX_SAME_USER=1 accepts the weaker "
                                  "unshare fence, which shares /tmp between commands)")
+    if policy.network:
+        raise SandboxUnavailable(f"{why}; a command allowed the network runs only under "
+                                 "bubblewrap, whose network goes through the egress guard")
     unshare_fence.namespaces_for(policy, host)  # refuses when even that cannot be made
     return "unshare"
 
@@ -145,9 +147,12 @@ def run_command(cwd: Path, command: str, policy: RunPolicy) -> CommandResult:
     workspace = Path(os.path.abspath(cwd))
     with _command_dirs(policy, host.as_root) as (home, tmp):
         if fence == "bwrap":
-            argv = bwrap_fence.bwrap_argv(command, policy, host, _mounts(workspace, home, tmp,
-                                          policy, host), system_entries(), resolv_dir())
+            argv = bwrap_fence.bwrap_argv(
+                command, policy, host, _mounts(workspace, home, tmp, policy, host),
+                system_entries(), BRIDGE_SOURCE.read_text() if policy.network else None)
             env = sandbox_env(Path(bwrap_fence.HOME), Path("/tmp"))
+            if policy.network:
+                env.update(bwrap_fence.proxy_env())
         else:
             argv = unshare_fence.sandbox_argv(command, policy, host,
                                               unshare_fence.namespaces_for(policy, host))
@@ -165,7 +170,8 @@ def _mounts(workspace: Path, home: Path, tmp: Path, policy: RunPolicy, host: Hos
     git = workspace / ".git"
     if git.is_symlink():  # bound read-only by name: a link would protect its target instead
         raise SandboxUnavailable(f"{git} is a symbolic link: refusing to run commands there")
-    return Mounts(workspace=workspace, git=git if git.exists() else None, tmp=tmp, home=home)
+    return Mounts(workspace=workspace, git=git if git.exists() else None, tmp=tmp, home=home,
+                  egress=egress_proxy.socket_dir() if policy.network else None)
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str], policy: RunPolicy) -> CommandResult:

@@ -16,9 +16,10 @@ INIT_SCRIPT = '"$0" -c "$1"; exit $?'
 
 
 def namespace_flags(policy: RunPolicy, as_root: bool) -> list[list[str]]:
-    """unshare's flags, the best first: the first this machine accepts is used."""
-    flags = [] if policy.network else ["--net"]
-    flags += ["--pid", "--fork", "--kill-child", "--mount-proc"]
+    """unshare's flags, the best first: the first this machine accepts is used. Always a
+    network namespace: this fence has no way to the egress proxy, so a command allowed the
+    network is bubblewrap's alone (sandbox.choose_fence)."""
+    flags = ["--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
     if as_root:
         return [flags]
     # Unprivileged, namespaces need a user namespace of their own: the worker's uid mapped
@@ -31,9 +32,8 @@ def sandbox_argv(command: str, policy: RunPolicy, host: Host, namespaces: list[s
     user = drop_user(policy, host)
     if not host.as_root and host.setpriv:
         user = [host.setpriv, "--no-new-privs", "--"]
-    shell = ([host.bash, "-c", INIT_SCRIPT, host.bash, command] if namespaces
-             else [host.bash, "-c", command])
-    return [*namespaces, *limits(policy, host), *user, *shell]
+    return [*namespaces, *limits(policy, host), *user,
+            host.bash, "-c", INIT_SCRIPT, host.bash, command]
 
 
 _PROBED_OK: set[tuple[str, ...]] = set()  # a success holds for the worker's life; a failure
@@ -56,10 +56,8 @@ def _probe(prefix: tuple[str, ...], bash: str) -> str:
 
 
 def namespaces_for(policy: RunPolicy, host: Host) -> list[str]:
-    """unshare's argv prefix, [] when the policy allows running without; else refuse."""
+    """unshare's argv prefix; refused when this machine cannot make the namespaces."""
     if host.unshare is None:
-        if policy.network:
-            return []
         raise SandboxUnavailable("unshare (util-linux) is not installed: refusing to run a "
                                  "command with network access it must not have")
     why = ""
@@ -68,7 +66,5 @@ def namespaces_for(policy: RunPolicy, host: Host) -> list[str]:
         why = _probe(tuple(prefix), host.bash)
         if not why:
             return prefix
-    if policy.network:
-        return []  # the process group still ends what the command starts
     raise SandboxUnavailable(f"cannot create a network namespace ({why}): refusing to run "
                              "a command with network access it must not have")

@@ -153,8 +153,16 @@ def allowed() -> Allow:
     return _parsed(get_settings().egress_allow)
 
 
+def allowed_for_packages() -> Allow:
+    """What a sandboxed package install may reach: SWITCHYARD_EGRESS_ALLOW and the registries
+    SWITCHYARD_CODE_REGISTRY_HOSTS names."""
+    s = get_settings()
+    return _parsed(",".join(e for e in (s.egress_allow, s.code_registry_hosts) if e))
+
+
 def _check(settings: Settings) -> None:
     Allow.parse(settings.egress_allow)
+    Allow.parse(settings.code_registry_hosts)
 
 
 add_check(_check)

@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from tasks.coding.bwrap_fence import HOME, Host, Mounts, bwrap_argv, probe_argv, system_binds
+from tasks.coding.bwrap_fence import (
+    BRIDGE_SCRIPT,
+    EGRESS_DIR,
+    HOME,
+    Host,
+    Mounts,
+    bwrap_argv,
+    probe_argv,
+    system_binds,
+)
 from tasks.coding.fence import RunPolicy, SandboxUnavailable, searchable, unpassable
 
 POLICY = RunPolicy(timeout_seconds=5, memory_mb=512, output_chars=2000)
@@ -49,17 +58,25 @@ def test_a_root_worker_without_setpriv_is_refused() -> None:
         bwrap_argv("true", POLICY, host, MOUNTS, SYSTEM)
 
 
-def test_namespaces_network_only_when_the_policy_allows() -> None:
+def test_the_machines_network_never_and_the_egress_proxy_when_the_policy_allows() -> None:
     offline = bwrap_argv("true", POLICY, ROOT, MOUNTS, SYSTEM)
     for flag in ("--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-net",
                  "--die-with-parent", "--new-session"):
         assert flag in offline
-    online = bwrap_argv("true", RunPolicy(5, 512, 2000, network=True), ROOT, MOUNTS, SYSTEM,
-                        resolv_dir="/run/systemd/resolve")
-    assert "--unshare-net" not in online and "--unshare-pid" in online
-    assert ("/run/systemd/resolve", "/run/systemd/resolve") in pairs(online, "--ro-bind-try")
-    assert "/run/systemd/resolve" not in bwrap_argv("true", POLICY, ROOT, MOUNTS, SYSTEM,
-                                                     resolv_dir="/run/systemd/resolve")
+    assert offline[-3:] == ["/bin/bash", "-c", "true"]
+    online_mounts = Mounts(**{**MOUNTS.__dict__, "egress": Path("/tmp/switchyard-egress-1")})
+    online = bwrap_argv("true", RunPolicy(5, 512, 2000, network=True), ROOT, online_mounts,
+                        SYSTEM, bridge="# the bridge")
+    # A network namespace of its own all the same: the way out is the proxy's socket, and
+    # the command runs once the bridge to it listens
+    assert "--unshare-net" in online and "--unshare-pid" in online
+    assert ("/tmp/switchyard-egress-1", EGRESS_DIR) in pairs(online, "--bind")
+    tail = online[online.index("--", online.index("/usr/bin/bwrap")) + 1:]
+    assert tail == ["/bin/bash", "-c", BRIDGE_SCRIPT, "/bin/bash", "# the bridge",
+                    f"{EGRESS_DIR}/proxy.sock", "3128", "true"]
+    # No proxy to reach: refused, not run with the machine's network
+    with pytest.raises(SandboxUnavailable, match="egress proxy"):
+        bwrap_argv("true", RunPolicy(5, 512, 2000, network=True), ROOT, MOUNTS, SYSTEM)
 
 
 def test_the_system_is_read_only_and_the_workspace_the_writable_path() -> None:

@@ -1,0 +1,178 @@
+"""An HTTP proxy on a Unix socket that sends tenant traffic only where the egress guard allows.
+
+A sandboxed command allowed "the network" (the coding agent's package installs) still gets a
+network namespace of its own with only a loopback; the one way out is this proxy, reached
+through a socket bound into the sandbox (tasks/coding/proxy_bridge.py carries the sandbox's
+127.0.0.1:3128 to it). Every request names its destination — `CONNECT host:port` for TLS,
+an absolute URL for plain HTTP — and is checked by tasks.services.egress exactly like a
+deploy hook: the host resolved once, every address judged, the connection made to the
+address that was checked; the package registries are allowed by name besides
+(SWITCHYARD_CODE_REGISTRY_HOSTS). So the registries are reachable and the operator's loopback,
+private network and metadata service are not, whatever the command does; a program that
+ignores the proxy variables reaches nothing at all.
+
+One proxy per worker process, started on first use, in a daemon thread per connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import tempfile
+import threading
+from pathlib import Path
+
+from tasks.services import egress
+
+log = logging.getLogger(__name__)
+
+HEAD_MAX = 64 * 1024  # a request head larger than this is no package manager's
+CONNECT_TIMEOUT = 15.0
+IDLE_TIMEOUT = 300.0  # a tunnel silent this long is closed
+SOCKET_NAME = "proxy.sock"
+
+_lock = threading.Lock()
+_socket_dir: Path | None = None
+
+
+def socket_dir() -> Path:
+    """The directory holding this process's proxy socket (started on first call): bind it
+    into a sandbox and point the bridge at SOCKET_NAME in it."""
+    global _socket_dir
+    with _lock:
+        if _socket_dir is None or not (_socket_dir / SOCKET_NAME).exists():
+            _socket_dir = _start()
+        return _socket_dir
+
+
+def _start() -> Path:
+    directory = Path(tempfile.mkdtemp(prefix=f"switchyard-egress-{os.getpid()}-"))
+    directory.chmod(0o755)  # the sandbox user passes through; only the worker writes here
+    path = directory / SOCKET_NAME
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    path.chmod(0o666)  # connecting takes write permission on the socket
+    server.listen(64)
+    threading.Thread(target=_accept, args=(server,), name="egress-proxy", daemon=True).start()
+    return directory
+
+
+def _accept(server: socket.socket) -> None:
+    while True:
+        client, _ = server.accept()
+        threading.Thread(target=_serve, args=(client,), name="egress-proxy-conn",
+                         daemon=True).start()
+
+
+def _serve(client: socket.socket) -> None:
+    upstream: socket.socket | None = None
+    try:
+        client.settimeout(CONNECT_TIMEOUT)
+        head, rest = _read_head(client)
+        method, target, version = _request_line(head)
+        if method == "CONNECT":
+            upstream = _connect(egress.resolve(f"https://{target}", egress.allowed_for_packages()))
+            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            first = rest
+        else:
+            destination = egress.resolve(target, egress.allowed_for_packages())
+            upstream = _connect(destination)
+            first = _origin_form(head, method, target, version) + rest
+        if first:
+            upstream.sendall(first)
+        _pump(client, upstream)
+    except egress.EgressRefused as refused:
+        log.info("sandbox egress refused: %s", refused, extra={"action": "egress_refused"})
+        _answer(client, 403, f"egress refused: {refused}")
+    except _BadRequest as bad:
+        _answer(client, 400, str(bad))
+    except OSError as exc:
+        _answer(client, 502, f"cannot reach the destination: {exc.strerror or exc}")
+    finally:
+        for s in (client, upstream):
+            if s is not None:
+                s.close()
+
+
+class _BadRequest(Exception):
+    pass
+
+
+def _read_head(client: socket.socket) -> tuple[bytes, bytes]:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = client.recv(8192)
+        if not chunk:
+            raise _BadRequest("the request ended before its head did")
+        data += chunk
+        if len(data) > HEAD_MAX:
+            raise _BadRequest("the request head is too large")
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return head, rest
+
+
+def _request_line(head: bytes) -> tuple[str, str, str]:
+    line = head.split(b"\r\n", 1)[0].decode("latin-1")
+    parts = line.split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+        raise _BadRequest("not an HTTP proxy request")
+    method, target, version = parts
+    if method == "CONNECT":
+        host, sep, port = target.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise _BadRequest("CONNECT names host:port")
+    elif not target.lower().startswith("http://"):
+        raise _BadRequest("a proxied request names an absolute http:// URL (https goes "
+                          "through CONNECT)")
+    return method, target, version
+
+
+def _connect(destination: egress.Destination) -> socket.socket:
+    """To the address the guard checked, never to what a second lookup would say."""
+    return socket.create_connection((destination.address, destination.port),
+                                    timeout=CONNECT_TIMEOUT)
+
+
+def _origin_form(head: bytes, method: str, target: str, version: str) -> bytes:
+    """The head as the origin expects it: the path alone in the request line, one connection
+    per request (so every request on it was checked: no second host over a kept-alive one)."""
+    after_host = target.split("://", 1)[1]
+    path = after_host[after_host.find("/"):] if "/" in after_host else "/"
+    lines = head.split(b"\r\n")[1:]
+    kept = [h for h in lines if not h.lower().startswith(
+        (b"connection:", b"proxy-connection:", b"keep-alive:", b"proxy-authorization:"))]
+    return b"\r\n".join([f"{method} {path} {version}".encode("latin-1"), *kept,
+                         b"Connection: close", b"", b""])
+
+
+def _pump(a: socket.socket, b: socket.socket) -> None:
+    """Copy both ways until either side closes or the tunnel idles out."""
+    for s in (a, b):
+        s.settimeout(IDLE_TIMEOUT)
+
+    def copy(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for s, how in ((dst, socket.SHUT_WR), (src, socket.SHUT_RD)):
+                with contextlib.suppress(OSError):
+                    s.shutdown(how)
+
+    other = threading.Thread(target=copy, args=(b, a), daemon=True)
+    other.start()
+    copy(a, b)
+    other.join(IDLE_TIMEOUT)
+
+
+def _answer(client: socket.socket, status: int, message: str) -> None:
+    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    body = (message + "\n").encode()
+    with contextlib.suppress(OSError):
+        client.sendall(f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\n"
+                       f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                       + body)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,9 +147,29 @@ def changes(dest: Path, base_sha: str, *, limit: int | None = None) -> str:
             return _patch(dest, base_sha, limit).decode("ascii")
 
 
-def restore(dest: Path, base_sha: str, patch: str) -> None:
-    """Make the workspace exactly `base_sha` + `patch` (what `changes` gave): every other
-    file, ignored ones included, is removed."""
+def snapshot(dest: Path, base_sha: str) -> str:
+    """The tree a commit of the workspace would hold (its objects written to the repository):
+    what `delta` diffs between. The same files give the same tree on any machine."""
+    with _staged(dest, base_sha) as index:
+        return check(_git(dest, "write-tree", index=index), "git write-tree").decode().strip()
+
+
+def delta(dest: Path, before: str, after: str, *, limit: int | None = None) -> str:
+    """The patch from tree (or commit) `before` to tree `after`: what one step changed, as
+    `restore` applies it after the patches of the steps before."""
+    limit = patch_limit() if limit is None else limit
+    ends = [_object(before), _object(after)]
+    patch = _diff(dest, ends, limit)
+    try:
+        return patch.decode("utf-8")
+    except UnicodeDecodeError:
+        with _attributes(dest, ALL_BINARY):
+            return _diff(dest, ends, limit).decode("ascii")
+
+
+def restore(dest: Path, base_sha: str, patches: str | Sequence[str]) -> None:
+    """Make the workspace exactly `base_sha` + `patches` applied in order (what `changes` or
+    successive `delta`s gave): every other file, ignored ones included, is removed."""
     dest = Path(dest)
     if not git_dir(dest).is_dir():
         raise PermanentError(f"{dest} has no repository: clone it first, then restore")
@@ -158,9 +178,10 @@ def restore(dest: Path, base_sha: str, patch: str) -> None:
     check(_git(dest, "reset", "--quiet", "--hard", _commit(base_sha)), "git reset")
     check(_git(dest, "update-ref", BASE_REF, _head(dest)), "git update-ref")
     check(_git(dest, "clean", "-ffdxq"), "git clean")
-    if patch:
-        check(_git(dest, "apply", "--binary", "--index", "--whitespace=nowarn",
-                   stdin=patch.encode("utf-8")), "applying the saved changes")
+    for patch in [patches] if isinstance(patches, str) else patches:
+        if patch:
+            check(_git(dest, "apply", "--binary", "--index", "--whitespace=nowarn",
+                       stdin=patch.encode("utf-8")), "applying the saved changes")
 
 
 def diff_stat(dest: Path, base_sha: str) -> list[FileStat]:
@@ -279,6 +300,13 @@ def _head(dest: Path) -> str:
     return check(_git(dest, "rev-parse", "HEAD"), "git rev-parse").decode().strip()
 
 
+def _object(sha: str) -> str:
+    """A tree or commit id given to git as itself (never an option or a revision range)."""
+    if not re.fullmatch(r"[0-9a-fA-F]{40,64}", sha):
+        raise PermanentError(f"{sha!r} is not an object id")
+    return sha
+
+
 def _tree(dest: Path, commit: str) -> str:
     return check(_git(dest, "rev-parse", f"{commit}^{{tree}}"), "git rev-parse").decode().strip()
 
@@ -325,6 +353,15 @@ def _patch(dest: Path, base_sha: str, limit: int) -> bytes:
     with _staged(dest, base_sha) as index:
         result = _git(dest, "diff", "--cached", "--binary", "--full-index", *DIFF,
                       _commit(base_sha), "--", index=index, cap=limit)
+    return _bounded(result, limit)
+
+
+def _diff(dest: Path, ends: list[str], limit: int) -> bytes:
+    return _bounded(_git(dest, "diff", "--binary", "--full-index", *DIFF, *ends, "--",
+                         cap=limit), limit)
+
+
+def _bounded(result: gitcmd.Result, limit: int) -> bytes:
     if result.truncated:
         raise PatchTooLarge(f"the workspace's changes are over {limit // 1024} KiB as a patch "
                             "(SWITCHYARD_STEP_OUTPUT_MAX_BYTES): build output that "

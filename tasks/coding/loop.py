@@ -3,9 +3,11 @@
 A replayed job re-walks the recorded steps and rebuilds the same conversation from
 their outputs, so a worker killed in the middle of a build comes back at the call it
 was in: completed tool calls are not run again and the model is not asked again for
-an answer it already gave. A tool that changes the workspace records the patch of the
-whole checkout against its base, so the checkout can be rebuilt exactly as it was
-after the last completed step (`Checkout.ensure`), on this machine or another.
+an answer it already gave. A tool that changes the workspace records the patch of what it
+changed (from the tree before it to the tree after), so the checkout can be rebuilt exactly
+as it was after the last completed step — the base and each step's patch in turn
+(`Checkout.ensure`), on this machine or another — and twenty edits of a large change store
+the change once, not twenty times.
 """
 
 from __future__ import annotations
@@ -32,25 +34,37 @@ JUNK = ("__pycache__/", "*.pyc", ".pytest_cache/", ".ruff_cache/", ".mypy_cache/
 
 @dataclass
 class Checkout:
-    """The job's working tree: the clone at `base` plus `patch`, made true on disk lazily."""
+    """The job's working tree: the clone at `base` plus `patches` in order, made true on
+    disk lazily."""
 
     ws: Workspace
     source: git.Source | None  # None until the clone step checked the tenant's URL
     branch: str | None  # the branch cloned (None: the remote's default)
     token: str | None = field(default=None, repr=False)
     base: str = ""
-    patch: str = ""
-    synced: bool = False  # has this process made the disk match base + patch?
+    patches: list[str] = field(default_factory=list)
+    # The tree on disk once synced, what the next step's patch starts from ("": the base's).
+    tree: str = ""
+    synced: bool = False  # has this process made the disk match base + patches?
 
     def ensure(self) -> None:
-        """Make the directory hold exactly base + patch (after a crash, a move, a stray write)."""
+        """Make the directory hold exactly base + patches (after a crash, a move, a stray
+        write)."""
         if self.synced:
             return
         if not git.git_dir(self.ws.root).is_dir():  # another machine, or a cleaned data dir
             self.clone()
-        git.restore(self.ws.root, self.base, self.patch)
-        sandbox.prepare_for_sandbox(self.ws.root)
+        self.restore()
         self.synced = True
+
+    def restore(self) -> None:
+        git.restore(self.ws.root, self.base, self.patches)
+        self.tree = git.snapshot(self.ws.root, self.base)
+        sandbox.prepare_for_sandbox(self.ws.root)
+
+    def replace_patches(self, whole: str) -> None:
+        """One patch from the base for all of them (what delivery pushes)."""
+        self.patches = [whole]
 
     def clone(self) -> str:
         """A fresh clone of the source, ready for the sandbox; the commit checked out."""
@@ -123,12 +137,14 @@ class Agent:
 
     def tool(self, name: str, call_id: str, tool: str, tool_input: dict[str, Any], *,
              subtask: int | None, turn: int) -> dict[str, Any]:
-        """One tool call as the step `name`: {"content", "is_error", "changed"[, "patch"]}.
+        """One tool call as the step `name`: {"content", "is_error", "changed"[, "delta"]}.
         Its events are written by the step itself, so a replay adds none."""
         call = {"call_id": call_id, "name": tool, "subtask": subtask, "turn": turn}
         out: dict[str, Any] = self.ctx.step(name, self._run_tool, call, tool_input)
-        if out.get("patch") is not None:
-            self.checkout.patch = out["patch"]
+        if out.get("delta"):
+            self.checkout.patches.append(out["delta"])
+        elif out.get("patch") is not None:  # recorded before patches were per step: whole
+            self.checkout.replace_patches(out["patch"])
         return out
 
     def _run_tool(self, call: dict[str, Any], tool_input: dict[str, Any]) -> dict[str, Any]:
@@ -140,11 +156,14 @@ class Agent:
         out: dict[str, Any] = {"content": outcome.content, "is_error": outcome.is_error,
                                "changed": outcome.changed}
         if outcome.changed:
+            checkout = self.checkout
             try:
-                out["patch"] = git.changes(self.checkout.ws.root, self.checkout.base)
+                after = git.snapshot(checkout.ws.root, checkout.base)
+                out["delta"] = git.delta(checkout.ws.root, checkout.tree or checkout.base,
+                                         after)
+                checkout.tree = after
             except git.PatchTooLarge as exc:  # undone, and said to the model
-                git.restore(self.checkout.ws.root, self.checkout.base, self.checkout.patch)
-                sandbox.prepare_for_sandbox(self.checkout.ws.root)
+                checkout.restore()
                 out = {"content": f"{exc} The change was undone.", "is_error": True,
                        "changed": False}
         self.ctx.emit("tool_result", f"{tool}: {'error' if outcome.is_error else 'ok'}",

@@ -231,7 +231,7 @@ def deliver(agent: Agent, *, task: str, base_branch: str, github_repo: str | Non
         phase(ctx, "deliver", "completed", "nothing changed")
         return {"branch": None, "commit": None, "pr_url": None}
     patch = agent.step_in_checkout("patch", git.changes, checkout.ws.root, checkout.base)
-    checkout.patch = patch  # what is pushed is exactly what the artifact holds
+    checkout.replace_patches(patch)  # what is pushed is exactly what the artifact holds
     artifacts.write(ctx, kind="patch", name="changes.patch", content_type="text/x-diff",
                     data=patch.encode())
     branch = git.branch_name(str(ctx.job_id), task)

@@ -12,16 +12,18 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.engine.context import JobContext
+from tasks.engine.context import PREVIEW_CHARS, JobContext
+from tasks.engine.storable import to_json
 from tasks.functions import data
 from tasks.functions.record import Secrets
-from tasks.services import keystore
+from tasks.services import artifacts, keystore
 from tasks.services.llm import get_client
 from tasks.services.llm.flow import call_llm
 from tasks.services.llm.types import LLMRequest
 from tasks.services.memory import CATEGORIES, load_memory, write_memory
 from tasks.services.quotas import QuotaExceeded
 from tasks.services.research import websearch
+from tasks.settings import get_settings
 
 # The tool names are tasks.functions.sandbox.TOOLS (what the prelude installs). Of them, these
 # are performed after the pass stops, each as its own step; NESTED is a child job; the rest
@@ -119,7 +121,20 @@ def _log(args: dict[str, Any], who: Caller) -> Any:
     text = message if isinstance(message, str) else str(message)
     text = who.secrets.text(text.replace("\x00", "\\0"))[:LOG_MAX]
     payload = who.secrets.scrub(args.get("data"))
-    who.ctx.emit("log", text, {"source": "function", "data": payload})
+    encoded = to_json(payload, "log data")
+    if len(encoded.encode()) <= get_settings().event_data_max_bytes:
+        who.ctx.emit("log", text, {"source": "function", "data": payload})
+        return None
+    # The claim check: the whole data as an artifact of the job, the event its reference
+    # and a preview (a feed every stream of the project reads holds no megabytes).
+    try:
+        call = who.seed.rsplit(":", 1)[-1]
+        stored = artifacts.store_file(who.ctx, "function-log", "log", f"log-{call}.json",
+                                      "application/json", encoded.encode())
+    except QuotaExceeded as over:
+        raise ToolError(f"log: {over}") from None
+    who.ctx.emit("log", text, {"source": "function", "artifact_id": stored["id"],
+                               "bytes": stored["size"], "preview": encoded[:PREVIEW_CHARS]})
     return None
 
 

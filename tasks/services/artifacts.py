@@ -77,24 +77,26 @@ def write(ctx: JobContext, *, kind: str, name: str, content_type: str, data: byt
     kind, name, content_type = _validated(kind, name, content_type, data)
     replayed = ctx.replaying  # the step below is recorded: its event was written then
     step = f"artifact:{name}"
-    payload = bytes(data)
-
-    def put() -> dict[str, Any]:
-        seq = ctx.current_step
-        digest = hashlib.sha256(payload).hexdigest()
-        key = storage_key(ctx.project_id, digest)
-        quotas.check(quotas.ARTIFACT_BYTES, project=ctx.project_id, adding=len(payload))
-        store().put(key, payload, content_type)
-        row = pg.persist_one(UPSERT, {
-            "id": uuid.uuid4(), "project": ctx.project_id, "job": ctx.job_id, "seq": seq,
-            "step": step, "kind": kind, "name": name, "type": content_type,
-            "size": len(payload), "sha": digest, "key": key})
-        assert row is not None  # RETURNING: the insert or the update gives the row
-        return {"id": str(row["id"]), "kind": kind, "name": name, "content_type": content_type,
-                "size": len(payload), "sha256": digest}
-
-    artifact = ctx.step(step, put)
+    artifact = ctx.step(step, store_file, ctx, step, kind, name, content_type, bytes(data))
     if not replayed:
         ctx.emit("artifact", f"artifact {name}", {
             k: artifact[k] for k in ("id", "kind", "name", "content_type", "size")})
     return str(artifact["id"])
+
+
+def store_file(ctx: JobContext, step: str, kind: str, name: str, content_type: str,
+               payload: bytes) -> dict[str, Any]:
+    """The bytes stored and their row written under the step running now (inside a step:
+    a repeat after a crash overwrites the same row)."""
+    seq = ctx.current_step
+    digest = hashlib.sha256(payload).hexdigest()
+    key = storage_key(ctx.project_id, digest)
+    quotas.check(quotas.ARTIFACT_BYTES, project=ctx.project_id, adding=len(payload))
+    store().put(key, payload, content_type)
+    row = pg.persist_one(UPSERT, {
+        "id": uuid.uuid4(), "project": ctx.project_id, "job": ctx.job_id, "seq": seq,
+        "step": step, "kind": kind, "name": name, "type": content_type,
+        "size": len(payload), "sha": digest, "key": key})
+    assert row is not None  # RETURNING: the insert or the update gives the row
+    return {"id": str(row["id"]), "kind": kind, "name": name, "content_type": content_type,
+            "size": len(payload), "sha256": digest}

@@ -21,7 +21,7 @@ from tasks.engine import pg
 from tasks.services.llm import reset_client
 from tasks.settings import get_settings
 from tests.conftest import wait_until
-from tests.integration.jobdb import tuples, wait_for
+from tests.integration.jobdb import steps, tuples, wait_for
 from tests.integration.test_api_contract import Caller, _caller
 from tests.support import coding_brains as brains
 from tests.support.fake_anthropic import FakeAnthropic, anthropic_model, fake_anthropic  # noqa: F401
@@ -132,6 +132,10 @@ def test_a_failing_test_is_fixed_verified_pushed_and_proposed(
     assert verified["passed"] and "pytest" in verified["commands"][0]
     (diff,) = events(job_id, "diff")
     assert "+    return a + b" in diff["diff"]
+    # And the one tool step that changed the checkout recorded that change alone
+    changed = [s["output"] for s in steps(job_id) if s["name"].startswith("tool:")
+               and s["output"].get("changed")]
+    assert [("+    return a + b" in o["delta"], "patch" in o) for o in changed] == [(True, False)]
     assert events(job_id, "pull_request")[0]["url"] == pr["html_url"]
     # And the checkout is gone, the patch kept as an artifact
     assert not (get_settings().workspaces_dir / job_id).exists()

@@ -177,6 +177,38 @@ def test_changes_then_restore_reproduce_the_workspace_exactly(tmp_path, roots, r
     assert patch.isascii() and git.changes(ws, base) == patch
 
 
+def test_step_patches_chain_to_the_workspace_and_each_holds_only_its_own_change(
+        tmp_path, roots, remote):
+    # Issue 23: a coding job stored the whole-workspace patch in every changing tool step.
+    source = git.check_source(str(remote), [roots])
+    ws = tmp_path / "workspaces" / "job1"
+    base = git.clone(source, ws)
+    lines = [f"line {i}\n" for i in range(20_000)]  # ~200 KB, written once
+    (ws / "big.txt").write_text("".join(lines))
+    trees = [git.snapshot(ws, base)]
+    patches = [git.delta(ws, base, trees[0])]
+    for i in range(5):  # then five small edits of it
+        lines[i * 1000] = f"edited {i}\n"
+        (ws / "big.txt").write_text("".join(lines))
+        trees.append(git.snapshot(ws, base))
+        patches.append(git.delta(ws, trees[-2], trees[-1]))
+    edit(ws)  # and every other kind of change, in one more step
+    trees.append(git.snapshot(ws, base))
+    patches.append(git.delta(ws, trees[-2], trees[-1]))
+    assert len(patches[0]) > 150_000
+    assert all(len(p) < 2_000 for p in patches[1:6]), [len(p) for p in patches]
+    expected = snapshot(ws)
+    # Another machine applies them in turn and has the same files and the same tree
+    again = tmp_path / "other-machine" / "job1"
+    git.clone(source, again)
+    git.restore(again, base, patches)
+    assert snapshot(again) == expected
+    assert git.snapshot(again, base) == trees[-1]
+    # An object id is all a step's patch may name
+    with pytest.raises(PermanentError):
+        git.delta(ws, "--output=/tmp/x", trees[-1])
+
+
 def test_an_empty_patch_restores_the_base(tmp_path, roots, remote):
     ws = tmp_path / "ws"
     base = git.clone(git.check_source(str(remote), [roots]), ws)

@@ -70,3 +70,30 @@ def test_the_hub_reads_a_bounded_number_of_bytes_at_once(project):
     size = sum(len(json.dumps(r["data"])) for r in rows)
     assert 0 < len(rows) < 100
     assert hub.BATCH_BYTES - 64 * 1024 <= size <= hub.BATCH_BYTES + 64 * 1024
+
+
+def test_a_function_logging_megabytes_leaves_its_data_in_an_artifact(worker, project):
+    # Issue 23: "one function run wrote 18 MB of events". The claim check: the event carries
+    # a reference and a preview, the artifact the whole, readable by the project's owner.
+    from tasks.functions import store
+    from tasks.services import artifact_store
+
+    # (a call's arguments are recorded with its step, so at most 1 MiB each)
+    store.save(project, "chatty", "const big = 'z'.repeat(900 * 1024);"
+               "tools.log('one big line', {big}); tools.log('and a small one', {n: 1});"
+               "return 1;")
+    job_id = new_job(project, "function.run", {"name": "chatty"})
+    row = wait_for(job_id, timeout=60)
+    assert row["status"] == "completed", row["last_error"]
+    logs = tuples("SELECT message, data, octet_length(data::text) FROM agent_job_events "
+                  "WHERE job_id = %s AND type = 'log' ORDER BY id", (job_id,))
+    [(big_message, big, big_size), (small_message, small, _)] = logs
+    assert big_message == "one big line" and big_size < 8 * 1024
+    assert big["bytes"] > 900 * 1024 and big["preview"].startswith('{"big": "zzz')
+    assert (small_message, small) == ("and a small one", {"source": "function", "data": {"n": 1}})
+    [(kind, name, size, key)] = tuples("SELECT kind, name, size, storage_key FROM artifacts "
+                                       "WHERE id = %s AND job_id = %s",
+                                       (big["artifact_id"], job_id))
+    assert (kind, size) == ("log", big["bytes"]) and name.endswith(".json")
+    whole = json.loads(b"".join(artifact_store.store().open(key)))
+    assert whole == {"big": "z" * 900 * 1024}

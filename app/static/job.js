@@ -62,8 +62,25 @@ import "./function_calls.js";
             s.attempts > 1 ? h("span", { class: "badge s-waiting", title: "How many times this step ran" }, `${s.attempts} attempts`) : null,
             h("span", { class: "small" }, time(s.started_at))),
           s.error ? h("p", { class: "error" }, s.error) : null,
-          hasOutput ? h("details", {}, h("summary", {}, "Output"), pretty(s.output)) : null)));
+          hasOutput ? h("details", {}, h("summary", {}, "Output"), pretty(s.output))
+            : s.output_truncated ? cutOutput(s) : null)));
     }
+  }
+
+  // A large output comes as a preview and a link (GET /api/jobs/<jid>/steps/<seq>): the
+  // whole is fetched only when asked for, so a job page never loads a step's megabytes.
+  function cutOutput(s) {
+    const body = h("div", { class: "step-output" },
+      h("pre", { class: "json" }, `${s.output_preview}…`));
+    const load = h("button", { type: "button", class: "secondary small" },
+      `Load the whole output (${Math.ceil(s.output_bytes / 1024)} KiB)`);
+    load.addEventListener("click", () => busy(load, async () => {
+      const whole = await api("GET", s.output_url);
+      fill(body, pretty(whole.output));
+      load.remove();
+    }));
+    return h("details", { dataset: { cut: "true" } },
+      h("summary", {}, `Output (cut: ${Math.ceil(s.output_bytes / 1024)} KiB)`), body, load);
   }
 
   async function renderDiagnosis() {

@@ -632,3 +632,30 @@ def test_a_report_and_a_page_check_asked_for_on_the_project_page_show_their_file
                                "'#job-files tr[data-check=screenshot] img.thumb').naturalWidth"
                                " === 1280")
         shoot(page, "job-check-results")
+
+
+def test_a_large_step_output_shows_as_a_preview_and_loads_whole_when_asked(
+        short_streams_site: Site, page: Page) -> None:
+    # Issue 23: the job view cuts outputs over a few KiB to a preview and a link; the page
+    # shows the preview and fetches the whole only on request.
+    site = short_streams_site
+    project = site.project("Big outputs")
+    job_id = str(uuid.uuid4())
+    pg.execute("INSERT INTO agent_jobs (id, project_id, job_type, status, payload, "
+               "idempotency_key, completed_at) VALUES (%s, %s, 'system.canary', 'completed', "
+               "'{}', %s, now())", (job_id, project, f"big:{job_id}"))
+    pg.execute("INSERT INTO job_steps (job_id, seq, name, status, output, finished_at) VALUES "
+               "(%s, 1, 'small', 'completed', '{\"n\": 1}', now()), "
+               "(%s, 2, 'big', 'completed', jsonb_build_object('blob', repeat('q', 100000) "
+               "|| 'THE-END'), now())", (job_id, job_id))
+    sign_in(page, site)
+    page.goto(f"{site.base}/jobs/{job_id}")
+    big = page.locator("#timeline li[data-seq='2']")
+    expect(big.locator("summary")).to_contain_text("cut: 98 KiB")
+    big.locator("summary").click()
+    expect(big.locator("pre")).to_contain_text('"blob": "qqq')
+    assert "THE-END" not in big.inner_text()
+    big.get_by_role("button", name="Load the whole output").click()
+    expect(big.locator("pre")).to_contain_text("THE-END")
+    expect(big.get_by_role("button")).to_have_count(0)
+    expect(page.locator("#timeline li[data-seq='1'] details")).to_contain_text('"n": 1')

@@ -162,6 +162,11 @@ class Settings:
     egress_allow: str = ""  # CIDRs or host names tenant-built calls may reach (services.egress)
     # Host names the coding sandbox's egress proxy reaches besides those (the package
     # registries, by name: wherever this machine's DNS says they are, a mirror included).
+    # The hosts the coding agent's setup phase may reach ("" = the hosts of this machine's
+    # configured package indexes: tasks.services.package_indexes).
+    code_setup_hosts: str = ""
+    code_setup_timeout_seconds: float = 900.0
+    code_env_max_bytes: int = 10 * 1024 * 1024 * 1024  # set-up environments kept, at most
     code_registry_hosts: str = ("pypi.org,files.pythonhosted.org,registry.npmjs.org,"
                                 "registry.yarnpkg.com")
     # services.effects.policy: effect kinds tenants may turn on (empty: all) and daily ceilings.
@@ -389,6 +394,11 @@ def get_settings() -> Settings:
             if env_str("SWITCHYARD_LLM_PRICE_OUTPUT_PER_MTOK", "") else None),
         effect_timeout_seconds=env_float("SWITCHYARD_EFFECT_TIMEOUT_SECONDS", 15.0, minimum=0.1),
         egress_allow=env_str("SWITCHYARD_EGRESS_ALLOW", ""),
+        code_setup_hosts=env_str("SWITCHYARD_CODE_SETUP_HOSTS", ""),
+        code_setup_timeout_seconds=env_float("SWITCHYARD_CODE_SETUP_TIMEOUT_SECONDS", 900.0,
+                                             minimum=10.0),
+        code_env_max_bytes=env_int("SWITCHYARD_CODE_ENV_MAX_BYTES", 10 * 1024 * 1024 * 1024,
+                                   minimum=0),
         code_registry_hosts=env_str("SWITCHYARD_CODE_REGISTRY_HOSTS",
                                     Settings.code_registry_hosts),
         effects_allowed=env_str("SWITCHYARD_EFFECTS_ALLOWED", ""),

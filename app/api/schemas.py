@@ -107,6 +107,10 @@ class ProjectSettings(Strict):
     # The coding agent's `run` tool may reach the network (only where the operator allows
     # it at all: SWITCHYARD_CODE_NETWORK_ALLOWED; off either way by default).
     code_network: bool | None = None
+    # Commands the coding agent's setup phase runs after installing what the repository
+    # declares (with the package indexes' network alone), like a CI job's setup steps.
+    code_setup: list[Annotated[Text, Field(min_length=1, max_length=2000)]] | None = Field(
+        default=None, max_length=20)
 
     def applied_to(self, current: dict[str, Any]) -> dict[str, Any]:
         return merge_patch(current, self.model_dump(exclude_unset=True))

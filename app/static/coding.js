@@ -9,7 +9,7 @@ import { TERMINAL } from "./job_kinds.js";
 
 const enc = encodeURIComponent($("#job").dataset.jobId);
 const TYPES = ["phase", "plan", "tool_call", "tool_result", "verify", "debug_mode", "diff", "pull_request"];
-const PHASES = ["clone", "map", "explore", "plan", "build", "verify", "deliver"];
+const PHASES = ["clone", "setup", "map", "explore", "plan", "build", "verify", "deliver"];
 const PHASE_STATE = { done: "done", running: "running", pending: "not started", skipped: "skipped", stopped: "stopped" };
 const box = $("#coding");
 const callList = $("#coding-calls");
@@ -147,6 +147,7 @@ function drawPhases() {
   fill($("#coding-phases"), names.map((p, i) => {
     const s = last.get(p);
     const state = !s ? (i < reached ? "skipped" : "pending") : s.status === "completed" ? "done"
+      : s.status === "failed" ? "stopped"
       : ended ? "stopped" : "running";
     return h("li", { class: `phase ${state}`, dataset: { phase: p, state }, "aria-current": state === "running" ? "step" : null },
       h("span", { class: "phase-dot", "aria-hidden": "true" }, state === "done" ? "✓" : String(i + 1)),

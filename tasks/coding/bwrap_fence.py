@@ -46,6 +46,10 @@ class Mounts:
     tmp: Path  # bound at /tmp
     home: Path  # bound at HOME
     egress: Path | None = None  # the egress proxy's socket directory (network allowed)
+    env: Path | None = None  # the repository's set-up environment, bound at ENV_DIR
+    env_writable: bool = False  # only while the setup phase fills it
+    node_modules: Path | None = None  # the environment's, bound over the checkout's
+    tools: Path | None = None  # the worker's installer binaries (uv), bound at TOOLS_DIR
 
 
 # (name, symlink target or None) for each of SYSTEM_DIRS present on the machine: a merged-/usr
@@ -93,16 +97,29 @@ def system_binds(entries: SystemEntries) -> list[str]:
 def filesystem(policy: RunPolicy, mounts: Mounts) -> list[str]:
     """Devices, a /proc of the new PID namespace, the command's own /tmp and HOME, the
     checkout; then the root itself read-only (bubblewrap's root is a tmpfs: memory)."""
-    ws = str(mounts.workspace)
     argv = ["--dev", "/dev", "--perms", "1777", "--size", str(policy.memory_mb * MB),
             "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--proc", "/proc",
             "--bind", str(mounts.tmp), "/tmp", "--symlink", "/tmp", "/var/tmp",
-            "--bind", str(mounts.home), HOME, "--bind", ws, ws]
+            "--bind", str(mounts.home), HOME, "--bind", str(mounts.workspace), WORKSPACE]
     if mounts.git is not None:
-        argv += ["--ro-bind", str(mounts.git), str(mounts.git)]
+        argv += ["--ro-bind", str(mounts.git), f"{WORKSPACE}/.git"]
     if mounts.egress is not None:
         argv += ["--bind", str(mounts.egress), EGRESS_DIR]
-    return [*argv, "--remount-ro", "/", "--chdir", ws]
+    if mounts.env is not None:
+        argv += ["--bind" if mounts.env_writable else "--ro-bind", str(mounts.env), ENV_DIR]
+    if mounts.node_modules is not None:
+        argv += ["--ro-bind", str(mounts.node_modules), f"{WORKSPACE}/node_modules"]
+    if mounts.tools is not None:
+        argv += ["--ro-bind", str(mounts.tools), TOOLS_DIR]
+    return [*argv, "--remount-ro", "/", "--chdir", WORKSPACE]
+
+
+# Every command sees its checkout at the same path, whichever job it is: an environment set
+# up for the repository (a virtualenv's scripts, an editable install) names it, and is
+# reused by the next task on the same repository (tasks.coding.environments).
+WORKSPACE = "/workspace"
+ENV_DIR = "/run/switchyard-env"
+TOOLS_DIR = "/run/switchyard-tools"
 
 
 EGRESS_DIR = "/run/switchyard-egress"  # where the proxy's socket directory is bound

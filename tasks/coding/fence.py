@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tasks.engine.errors import PermanentError
@@ -19,12 +19,27 @@ class SandboxUnavailable(PermanentError):
     """This machine cannot fence a command as asked: refuse rather than run it unfenced."""
 
 
+@dataclass(frozen=True)
+class EnvMounts:
+    """A repository's set-up environment as a command sees it (tasks.coding.environments)."""
+
+    root: Path  # bound at bwrap_fence.ENV_DIR
+    writable: bool = False  # only while the setup phase fills it
+    node_modules: Path | None = None
+    tools: Path | None = None  # the worker's installers (uv), for the setup phase
+    variables: dict[str, str] = field(default_factory=dict)  # PATH first, VIRTUAL_ENV, ...
+
+
 @dataclass
 class RunPolicy:
     timeout_seconds: float
     memory_mb: int
     output_chars: int
     network: bool = False
+    # Where the network goes (tasks.services.egress_proxy): "guarded", the egress guard of
+    # tenant calls; "setup", the package index hosts alone (SWITCHYARD_CODE_SETUP_HOSTS).
+    egress: str = "guarded"
+    env: EnvMounts | None = None  # the repository's set-up environment, when it has one
     max_processes: int = 512  # RLIMIT_NPROC: counts threads too, per uid
     max_file_mb: int = 1024  # RLIMIT_FSIZE: one file, not the disk
     uid: int = SANDBOX_UID  # used when the worker runs as root

@@ -29,7 +29,7 @@ EVENT_CHARS = 4000  # a tool's result as the job's feed shows it
 INPUT_CHARS = 2000  # each string of a tool's input, likewise
 # Never part of the change: what running the checks leaves behind.
 JUNK = ("__pycache__/", "*.pyc", ".pytest_cache/", ".ruff_cache/", ".mypy_cache/",
-        "node_modules/", ".venv/", "target/")
+        "node_modules/", ".venv/", "target/", "*.egg-info/")
 
 
 @dataclass
@@ -200,7 +200,8 @@ class Agent:
         return LoopResult(False, last_text or f"stopped after {max_turns} turns", max_turns)
 
     def step_in_checkout(self, name: str, fn: Callable[..., Any], *args: Any,
-                         leaves_traces: bool = False, **kwargs: Any) -> Any:
+                         leaves_traces: bool = False, record: bool = True,
+                         **kwargs: Any) -> Any:
         """A step that needs the checkout on disk (verify, deliver). After one that
         `leaves_traces` (the repository's own checks write what they like) the next step
         on disk restores base + patch first, replayed or not: only tool calls change the
@@ -209,7 +210,7 @@ class Agent:
             self.checkout.ensure()
             return fn(*args, **kwargs)
         try:
-            return self.ctx.step(name, run)
+            return self.ctx.step(name, run) if record else run()
         finally:
             if leaves_traces:
                 self.checkout.synced = False

@@ -10,10 +10,22 @@ was in, with the checkout rebuilt from the clone plus the last recorded patch.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.coding import git, github, plans, prompts, repomap, sandbox, tools, verify
+from tasks.coding import (
+    environments,
+    git,
+    github,
+    plans,
+    prompts,
+    repomap,
+    sandbox,
+    setup_plan,
+    tools,
+    verify,
+)
 from tasks.coding.loop import Agent, Checkout
 from tasks.coding.payloads import RunTaskPayload
 from tasks.coding.tokens import require_for_pull_request, token_for
@@ -78,6 +90,49 @@ def clone(ctx: JobContext, checkout: Checkout, repo_url: str) -> dict[str, Any]:
     checkout.base, checkout.synced = checkout.clone(), True
     return {"base": checkout.base, "branch": git.current_branch(checkout.ws.root),
             "source": {"url": checkout.source.url, "kind": checkout.source.kind}}
+
+
+def project_setup_commands(project_id: Any) -> tuple[str, ...]:
+    value = pg.fetch_value("SELECT settings -> 'code_setup' FROM projects WHERE id = %s",
+                           (str(project_id),))
+    return tuple(c for c in value if isinstance(c, str)) if isinstance(value, list) else ()
+
+
+def setup(agent: Agent) -> dict[str, Any]:
+    """The repository's environment, installed (or reused) between clone and explore, as the
+    step `setup`; every later command of the job runs with it."""
+    ctx = agent.ctx
+    phase(ctx, "setup", "started")
+    out: dict[str, Any] = agent.step_in_checkout("setup", _set_up, agent, leaves_traces=True)
+    if out["status"] in ("installed", "reused") and not environments.is_ready(out["key"]):
+        # Recorded on another machine, or evicted since: installed again, recording nothing.
+        agent.step_in_checkout("setup-again", _set_up, agent, leaves_traces=True,
+                               record=False)
+    if out["status"] in ("installed", "reused"):
+        agent.policy = dataclasses.replace(agent.policy, env=environments.mounts(
+            out["key"], out["variables"]))
+    detail = {"installed": f"installed in {out['seconds']:.1f} s", "reused": "reused",
+              "nothing": "nothing declared", "failed": out.get("error", "failed")}[out["status"]]
+    phase(ctx, "setup", "failed" if out["status"] == "failed" else "completed",
+          "; ".join([detail, *out.get("notes", [])]))
+    return out
+
+
+def _set_up(agent: Agent) -> dict[str, Any]:
+    root = agent.checkout.ws.root
+    tools = environments.installer()
+    plan = setup_plan.plan_setup(root, installer=tools.name,
+                                 toolchains=environments.toolchains(),
+                                 project_commands=project_setup_commands(agent.ctx.project_id))
+    assert agent.checkout.source is not None
+    key = setup_plan.environment_key(root, plan, repository=agent.checkout.source.url,
+                                     installer=tools.name,
+                                     python_version=environments.python_version())
+    done = environments.set_up(root, plan, key, agent.policy, tools)
+    agent.ctx.emit("setup", f"setup {done['status']}", {
+        k: done.get(k) for k in ("status", "kinds", "seconds", "notes", "error")}
+        | {"output": done.get("output", "")[-4000:]})
+    return {**done, "variables": plan.variables}
 
 
 def _parse_plan(text: str) -> dict[str, Any]:
@@ -279,6 +334,7 @@ def pr_body(task: str, plan: plans.Plan, verification: Verification,
 def run_task(ctx: JobContext, p: RunTaskPayload) -> dict[str, Any]:
     resumed = ctx.replaying
     agent, cloned = start(ctx, p.repo_url, p.branch, p.task, "run_task")
+    set_up = setup(agent)
     repo_map, report, plan = explore_and_plan(agent, p.task)
     build(agent, p.task, repo_map, report, plan)
     verification = verify_loop(agent, p.task, p.max_iterations)
@@ -286,4 +342,6 @@ def run_task(ctx: JobContext, p: RunTaskPayload) -> dict[str, Any]:
                         github_repo=p.github_repo, plan=plan, verification=verification)
     return {**delivered, "iterations": verification.rounds,
             "tests_passed": verification.tests_passed, "subtasks": len(plan.subtasks),
-            "debug_mode": verification.debug_mode, "resumed": resumed, **agent.spend.as_dict()}
+            "debug_mode": verification.debug_mode, "resumed": resumed,
+            "setup": {k: set_up.get(k) for k in ("status", "kinds", "seconds", "notes")},
+            **agent.spend.as_dict()}

@@ -30,6 +30,7 @@ from tasks.coding.fence import (
     SANDBOX_GID,
     SANDBOX_PATH,
     SANDBOX_UID,
+    EnvMounts,
     RunPolicy,
     SandboxUnavailable,
     sandbox_env,
@@ -144,15 +145,20 @@ def run_command(cwd: Path, command: str, policy: RunPolicy) -> CommandResult:
     """Run `bash -c command` in cwd behind the fences; never longer than the policy allows."""
     host = find_host()
     fence = choose_fence(policy, host)
+    env_mounts = policy.env
+    if env_mounts is not None and fence != "bwrap":
+        raise SandboxUnavailable("a set-up environment is mounted by bubblewrap alone")
     workspace = Path(os.path.abspath(cwd))
     with _command_dirs(policy, host.as_root) as (home, tmp):
         if fence == "bwrap":
             argv = bwrap_fence.bwrap_argv(
-                command, policy, host, _mounts(workspace, home, tmp, policy, host),
+                command, policy, host, _mounts(workspace, home, tmp, policy, host, env_mounts),
                 system_entries(), BRIDGE_SOURCE.read_text() if policy.network else None)
             env = sandbox_env(Path(bwrap_fence.HOME), Path("/tmp"))
             if policy.network:
                 env.update(bwrap_fence.proxy_env())
+            if env_mounts is not None:
+                env.update(env_mounts.variables)
         else:
             argv = unshare_fence.sandbox_argv(command, policy, host,
                                               unshare_fence.namespaces_for(policy, host))
@@ -160,7 +166,8 @@ def run_command(cwd: Path, command: str, policy: RunPolicy) -> CommandResult:
         return _run(argv, workspace, env, policy)
 
 
-def _mounts(workspace: Path, home: Path, tmp: Path, policy: RunPolicy, host: Host) -> Mounts:
+def _mounts(workspace: Path, home: Path, tmp: Path, policy: RunPolicy, host: Host,
+            env_mounts: EnvMounts | None = None) -> Mounts:
     if host.as_root:
         blocked = unpassable(workspace, policy.uid, policy.gid)
         if blocked is not None:
@@ -170,8 +177,11 @@ def _mounts(workspace: Path, home: Path, tmp: Path, policy: RunPolicy, host: Hos
     git = workspace / ".git"
     if git.is_symlink():  # bound read-only by name: a link would protect its target instead
         raise SandboxUnavailable(f"{git} is a symbolic link: refusing to run commands there")
+    e = env_mounts
     return Mounts(workspace=workspace, git=git if git.exists() else None, tmp=tmp, home=home,
-                  egress=egress_proxy.socket_dir() if policy.network else None)
+                  egress=egress_proxy.socket_dir(policy.egress) if policy.network else None,
+                  env=e.root if e else None, env_writable=bool(e and e.writable),
+                  node_modules=e.node_modules if e else None, tools=e.tools if e else None)
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str], policy: RunPolicy) -> CommandResult:

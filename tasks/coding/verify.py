@@ -4,15 +4,18 @@ a model can read, and what goes back to the model after a failed round."""
 from __future__ import annotations
 
 import configparser
-import json
 import os
 import re
-import stat
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tasks.coding.repo_files import json_file as _json
+from tasks.coding.repo_files import regular as _regular
+from tasks.coding.repo_files import table as _table
+from tasks.coding.repo_files import text as _text
+from tasks.coding.repo_files import toml as _toml
 
 # Places that hold someone else's code or generated files: their tests are not the project's.
 _SKIP_DIRS = frozenset({"node_modules", "vendor", "third_party", "dist", "build", "target",
@@ -101,51 +104,6 @@ def _walk_names(root: Path) -> Iterator[str]:
             if seen > _TEST_FILES_SCANNED:
                 return
             yield name
-
-
-CONFIG_MAX_BYTES = 1024 * 1024  # a bigger "config file" configures nothing
-
-
-def _regular(path: Path) -> bool:
-    """A regular file itself, not a link: a hostile repository's `pyproject.toml` may point
-    at any file of the worker's."""
-    try:
-        return stat.S_ISREG(path.lstat().st_mode)
-    except OSError:
-        return False
-
-
-def _text(path: Path) -> str:
-    """A config file's text, read without following a link, never blocking on a FIFO or
-    device, and at most CONFIG_MAX_BYTES ("" otherwise)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return ""
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            return ""
-        data = f.read(CONFIG_MAX_BYTES + 1)
-    return "" if len(data) > CONFIG_MAX_BYTES else data.decode(errors="replace")
-
-
-def _toml(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(_text(path))
-    except tomllib.TOMLDecodeError:
-        return {}  # a broken pyproject configures nothing we could run
-
-
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(_text(path) or "{}")
-    except ValueError:
-        return {}
-
-
-def _table(value: Any) -> dict[str, Any]:
-    """`value` when it is a JSON object or TOML table, else empty: odd files configure nothing."""
-    return value if isinstance(value, dict) else {}
 
 
 def _has_section(path: Path, section: str) -> bool:

@@ -11,7 +11,10 @@ address that was checked; the package registries are allowed by name besides
 private network and metadata service are not, whatever the command does; a program that
 ignores the proxy variables reaches nothing at all.
 
-One proxy per worker process, started on first use, in a daemon thread per connection.
+Two modes, one socket each: "guarded" (a project's `code_network`: whatever the egress guard
+allows, the registries besides) and "setup" (the coding agent's setup phase: the package index
+hosts alone, SWITCHYARD_CODE_SETUP_HOSTS, wherever this machine's DNS puts them). One proxy
+per mode per worker process, started on first use, a daemon thread per connection.
 """
 
 from __future__ import annotations
@@ -23,8 +26,11 @@ import socket
 import tempfile
 import threading
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from tasks.services import egress
+from tasks.services.package_indexes import package_index_hosts
+from tasks.settings import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -34,51 +40,73 @@ IDLE_TIMEOUT = 300.0  # a tunnel silent this long is closed
 SOCKET_NAME = "proxy.sock"
 
 _lock = threading.Lock()
-_socket_dir: Path | None = None
+_socket_dirs: dict[str, Path] = {}
 
 
-def socket_dir() -> Path:
-    """The directory holding this process's proxy socket (started on first call): bind it
-    into a sandbox and point the bridge at SOCKET_NAME in it."""
-    global _socket_dir
+def destination(mode: str, url: str) -> egress.Destination:
+    """Where a request of this mode may connect, or EgressRefused."""
+    if mode == "setup":
+        hosts = setup_hosts()
+        host = (urlsplit(url).hostname or "").lower().rstrip(".")
+        if host not in hosts:
+            raise egress.EgressRefused(
+                f"{host or url} is not a package index host this setup may reach "
+                f"(SWITCHYARD_CODE_SETUP_HOSTS: {', '.join(sorted(hosts)) or 'none'})")
+        return egress.resolve(url, egress.Allow(hosts=frozenset(hosts)))
+    return egress.resolve(url, egress.allowed_for_packages())
+
+
+def setup_hosts() -> frozenset[str]:
+    configured = get_settings().code_setup_hosts
+    if configured:
+        return frozenset(h.strip().lower() for h in configured.split(",") if h.strip())
+    return package_index_hosts()
+
+
+def socket_dir(mode: str = "guarded") -> Path:
+    """The directory holding this process's proxy socket for `mode` (started on first
+    call): bind it into a sandbox and point the bridge at SOCKET_NAME in it."""
+    if mode not in ("guarded", "setup"):
+        raise ValueError(f"unknown egress mode {mode!r}")
     with _lock:
-        if _socket_dir is None or not (_socket_dir / SOCKET_NAME).exists():
-            _socket_dir = _start()
-        return _socket_dir
+        found = _socket_dirs.get(mode)
+        if found is None or not (found / SOCKET_NAME).exists():
+            found = _socket_dirs[mode] = _start(mode)
+        return found
 
 
-def _start() -> Path:
-    directory = Path(tempfile.mkdtemp(prefix=f"switchyard-egress-{os.getpid()}-"))
+def _start(mode: str) -> Path:
+    directory = Path(tempfile.mkdtemp(prefix=f"switchyard-egress-{mode}-{os.getpid()}-"))
     directory.chmod(0o755)  # the sandbox user passes through; only the worker writes here
     path = directory / SOCKET_NAME
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     path.chmod(0o666)  # connecting takes write permission on the socket
     server.listen(64)
-    threading.Thread(target=_accept, args=(server,), name="egress-proxy", daemon=True).start()
+    threading.Thread(target=_accept, args=(server, mode), name=f"egress-proxy-{mode}",
+                     daemon=True).start()
     return directory
 
 
-def _accept(server: socket.socket) -> None:
+def _accept(server: socket.socket, mode: str) -> None:
     while True:
         client, _ = server.accept()
-        threading.Thread(target=_serve, args=(client,), name="egress-proxy-conn",
+        threading.Thread(target=_serve, args=(client, mode), name="egress-proxy-conn",
                          daemon=True).start()
 
 
-def _serve(client: socket.socket) -> None:
+def _serve(client: socket.socket, mode: str) -> None:
     upstream: socket.socket | None = None
     try:
         client.settimeout(CONNECT_TIMEOUT)
         head, rest = _read_head(client)
         method, target, version = _request_line(head)
         if method == "CONNECT":
-            upstream = _connect(egress.resolve(f"https://{target}", egress.allowed_for_packages()))
+            upstream = _connect(destination(mode, f"https://{target}"))
             client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             first = rest
         else:
-            destination = egress.resolve(target, egress.allowed_for_packages())
-            upstream = _connect(destination)
+            upstream = _connect(destination(mode, target))
             first = _origin_form(head, method, target, version) + rest
         if first:
             upstream.sendall(first)
@@ -129,10 +157,9 @@ def _request_line(head: bytes) -> tuple[str, str, str]:
     return method, target, version
 
 
-def _connect(destination: egress.Destination) -> socket.socket:
+def _connect(to: egress.Destination) -> socket.socket:
     """To the address the guard checked, never to what a second lookup would say."""
-    return socket.create_connection((destination.address, destination.port),
-                                    timeout=CONNECT_TIMEOUT)
+    return socket.create_connection((to.address, to.port), timeout=CONNECT_TIMEOUT)
 
 
 def _origin_form(head: bytes, method: str, target: str, version: str) -> bytes:

@@ -372,7 +372,7 @@ def test_the_code_task_form_shows_the_apis_refusal_then_starts_a_job_and_links_t
     done.click()
     expect(page.locator("#j-type")).to_have_text("code.run_task")
     expect(page.locator("#coding")).to_be_visible()
-    expect(page.locator("#coding .phase[data-state=pending]")).to_have_count(7)
+    expect(page.locator("#coding .phase[data-state=pending]")).to_have_count(8)
     expect(page.locator("#coding-plan")).to_contain_text("No plan yet.")
 
 

@@ -123,7 +123,7 @@ def test_a_failing_test_is_fixed_verified_pushed_and_proposed(
     # And the feed tells the story: phases, each tool call and its result, the round, the diff
     phases = [(e["phase"], e["status"]) for e in events(job_id, "phase")]
     assert [p for p, s in phases if s == "completed"] == [
-        "clone", "map", "explore", "plan", "build", "verify", "deliver"]
+        "clone", "setup", "map", "explore", "plan", "build", "verify", "deliver"]
     calls = events(job_id, "tool_call")
     assert [c["name"] for c in calls] == ["list_files", "read_file", "finish", "read_file",
                                           "edit_file", "finish"]

@@ -9,6 +9,7 @@ import pytest
 from tasks.coding.bwrap_fence import (
     BRIDGE_SCRIPT,
     EGRESS_DIR,
+    ENV_DIR,
     HOME,
     Host,
     Mounts,
@@ -81,17 +82,33 @@ def test_the_machines_network_never_and_the_egress_proxy_when_the_policy_allows(
 
 def test_the_system_is_read_only_and_the_workspace_the_writable_path() -> None:
     argv = bwrap_argv("true", POLICY, ROOT, MOUNTS, SYSTEM)
+    # The checkout is at /workspace in every command, whichever job (an environment set up
+    # for the repository names that path)
     assert pairs(argv, "--ro-bind") == [("/usr", "/usr"), ("/etc", "/etc"),
-                                        ("/data/ws/job/.git", "/data/ws/job/.git")]
+                                        ("/data/ws/job/.git", "/workspace/.git")]
     assert pairs(argv, "--symlink") == [("usr/bin", "/bin"), ("usr/lib", "/lib"),
                                         ("/tmp", "/var/tmp")]
     assert pairs(argv, "--bind") == [("/tmp/switchyard-cmd-x/tmp", "/tmp"),
                                      ("/tmp/switchyard-cmd-x/home", HOME),
-                                     ("/data/ws/job", "/data/ws/job")]
+                                     ("/data/ws/job", "/workspace")]
     # .git goes read-only over the writable workspace, so after it; the root last of all
     assert argv.index("/data/ws/job/.git") > argv.index("/data/ws/job")
     assert argv[argv.index("--chdir") - 2:argv.index("--chdir")] == ["--remount-ro", "/"]
-    assert argv[argv.index("--chdir") + 1] == "/data/ws/job"
+    assert argv[argv.index("--chdir") + 1] == "/workspace"
+
+
+def test_a_set_up_environment_is_read_only_but_while_setup_fills_it() -> None:
+    env = Mounts(**{**MOUNTS.__dict__, "env": Path("/data/envs/k1"),
+                    "node_modules": Path("/data/envs/k1/node/node_modules"),
+                    "tools": Path("/venv/bin/uv-dir")})
+    argv = bwrap_argv("true", POLICY, ROOT, env, SYSTEM)
+    assert ("/data/envs/k1", ENV_DIR) in pairs(argv, "--ro-bind")
+    assert ("/data/envs/k1/node/node_modules", "/workspace/node_modules") in pairs(
+        argv, "--ro-bind")
+    assert argv.index("/workspace/node_modules") > argv.index("/workspace")
+    setup = bwrap_argv("true", POLICY, ROOT, Mounts(**{**env.__dict__, "env_writable": True}),
+                       SYSTEM)
+    assert ("/data/envs/k1", ENV_DIR) in pairs(setup, "--bind")
 
 
 def test_a_checkout_without_git_binds_only_the_workspace() -> None:

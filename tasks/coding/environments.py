@@ -1,0 +1,217 @@
+"""Set-up environments: a repository's dependencies installed once per (repository, dependency
+files), kept under data_dir/environments, reused by every later task on the same repository.
+
+The setup phase runs the plan (tasks.coding.setup_plan) in the sandbox with the network of
+the "setup" egress mode (package index hosts alone), the environment bound writable at
+ENV_DIR; every other command gets it read-only, so neither the agent nor a repository's tests
+can change what the next task starts from. An environment is built in a directory of its own
+and renamed into place when its last command succeeded, under a lock, so two tasks on the same
+repository install once and a worker killed mid-install leaves nothing that looks ready.
+The oldest environments go first when their total passes SWITCHYARD_CODE_ENV_MAX_BYTES.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tasks.coding import setup_plan
+from tasks.coding.bwrap_fence import TOOLS_DIR
+from tasks.coding.fence import SANDBOX_PATH, EnvMounts, RunPolicy
+from tasks.coding.sandbox import hand_over, run_command
+from tasks.services import package_indexes
+from tasks.settings import get_settings
+
+READY = ".switchyard-ready.json"
+OUTPUT_CHARS = 20_000  # of the setup's output, what the step (and the job page) keeps
+STALE_BUILD_SECONDS = 24 * 3600
+
+
+@dataclass(frozen=True)
+class Installer:
+    name: str  # "uv" or "pip"
+    tools: Path | None  # the directory holding the uv binary, bound at TOOLS_DIR
+
+
+def installer() -> Installer:
+    """uv when the worker has it (a dependency of Switchyard's), pip otherwise. The binary is
+    copied beside the environments: the sandbox user can pass through the data dir (doctor
+    checks that), not necessarily through wherever the worker's virtualenv lives."""
+    try:
+        from uv import find_uv_bin  # noqa: PLC0415 - optional at run time
+        found: str | None = find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+    if not found or not Path(found).is_file():
+        return Installer("pip", None)
+    tools = root_dir() / ".tools"
+    copy = tools / "uv"
+    if not copy.is_file() or copy.stat().st_size != Path(found).stat().st_size:
+        tools.mkdir(parents=True, exist_ok=True)
+        tools.chmod(0o755)
+        partial = tools / f"uv.{os.getpid()}"
+        shutil.copyfile(found, partial)
+        partial.chmod(0o755)
+        partial.replace(copy)
+    return Installer("uv", tools)
+
+
+def toolchains() -> frozenset[str]:
+    return frozenset(t for t in ("go", "cargo") if shutil.which(t))
+
+
+def root_dir() -> Path:
+    return get_settings().data_dir / "environments"
+
+
+def path_for(key: str) -> Path:
+    return root_dir() / key
+
+
+def mounts(key: str, plan_variables: dict[str, str], *, writable: bool = False,
+           building: Path | None = None, tools: Path | None = None) -> EnvMounts:
+    """How commands see the environment `key` (or the one being built in `building`)."""
+    where = building or path_for(key)
+    prefix = plan_variables.get("PATH_PREFIX")
+    variables = {k: v for k, v in plan_variables.items() if k != "PATH_PREFIX"}
+    variables["PATH"] = f"{prefix}:{SANDBOX_PATH}" if prefix else SANDBOX_PATH
+    node = where / "node" / "node_modules"
+    return EnvMounts(root=where, writable=writable,
+                     node_modules=node if node.is_dir() and not writable else None,
+                     tools=tools, variables=variables)
+
+
+def is_ready(key: str) -> bool:
+    return (path_for(key) / READY).is_file()
+
+
+def python_version() -> str:
+    """The interpreter every venv is made from (setup_plan): part of the key."""
+    return os.path.realpath("/usr/bin/python3")
+
+
+def set_up(root: Path, plan: setup_plan.SetupPlan, key: str, policy: RunPolicy,
+           tools: Installer) -> dict[str, Any]:
+    """The environment for `key`: reused when ready, else installed now. Its outcome, for the
+    step: {"key", "status": reused|installed|failed|nothing, "seconds", "output", ...}."""
+    started = time.monotonic()
+    if plan.empty:
+        return {"key": key, "status": "nothing", "seconds": 0.0, "output": "",
+                "kinds": list(plan.kinds), "notes": list(plan.notes)}
+    root_dir().mkdir(parents=True, exist_ok=True)
+    with _locked(key):
+        if is_ready(key):
+            _touch(key)
+            return {"key": key, "status": "reused", "kinds": list(plan.kinds),
+                    "notes": list(plan.notes), "output": "",
+                    "seconds": round(time.monotonic() - started, 3)}
+        building = root_dir() / f"{key}.building-{os.getpid()}"
+        shutil.rmtree(building, ignore_errors=True)
+        building.mkdir(mode=0o755)
+        hand_over([building], policy)
+        setup_policy = RunPolicy(
+            timeout_seconds=get_settings().code_setup_timeout_seconds,
+            memory_mb=max(policy.memory_mb, 4096), output_chars=policy.output_chars,
+            network=True, egress="setup", uid=policy.uid, gid=policy.gid,
+            env=mounts(key, {**plan.variables, **package_indexes.sandbox_variables(),
+                             "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CACHE": "1",
+                             "UV_LINK_MODE": "copy", "SWITCHYARD_TOOLS": TOOLS_DIR},
+                       writable=True, building=building, tools=tools.tools))
+        output, failed = [], None
+        for what, command in plan.commands:
+            ran = run_command(root, command, setup_policy)
+            output.append(f"$ {command}\n{ran.output}")
+            if ran.exit_code != 0:
+                failed = (f"{what} failed" + (" (timed out)" if ran.timed_out else
+                                              f" (exit {ran.exit_code})"))
+                break
+        text = _cut("\n".join(output))
+        if failed is not None:
+            shutil.rmtree(building, ignore_errors=True)
+            return {"key": key, "status": "failed", "error": failed, "output": text,
+                    "kinds": list(plan.kinds), "notes": list(plan.notes),
+                    "seconds": round(time.monotonic() - started, 3)}
+        seconds = round(time.monotonic() - started, 3)
+        (building / READY).write_text(json.dumps({
+            "kinds": list(plan.kinds), "files": list(plan.files), "seconds": seconds,
+            "bytes": _size(building)}))
+        shutil.rmtree(path_for(key), ignore_errors=True)
+        building.rename(path_for(key))
+    evict(keep=key)
+    return {"key": key, "status": "installed", "kinds": list(plan.kinds),
+            "notes": list(plan.notes), "output": text, "seconds": seconds}
+
+
+def evict(keep: str | None = None) -> list[str]:
+    """Remove the least recently used environments until the rest fit the budget, and builds
+    a dead worker left behind. Returns the keys removed."""
+    budget = get_settings().code_env_max_bytes
+    base = root_dir()
+    if not base.is_dir():
+        return []
+    removed = []
+    now = time.time()
+    for leftover in base.glob("*.building-*"):
+        if now - leftover.stat().st_mtime > STALE_BUILD_SECONDS:
+            shutil.rmtree(leftover, ignore_errors=True)
+    ready = sorted(((p.stat().st_mtime, p.parent) for p in base.glob(f"*/{READY}")),
+                   key=lambda t: t[0])
+    total = sum(_recorded_size(d) for _, d in ready)
+    for _, directory in ready:
+        if not budget or total <= budget:
+            break
+        if directory.name == keep:
+            continue
+        total -= _recorded_size(directory)
+        with _locked(directory.name):
+            shutil.rmtree(directory, ignore_errors=True)
+        removed.append(directory.name)
+    return removed
+
+
+@contextmanager
+def _locked(key: str) -> Iterator[None]:
+    with open(root_dir() / f"{key}.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _touch(key: str) -> None:
+    os.utime(path_for(key) / READY)  # the least recently used goes first
+
+
+def _recorded_size(directory: Path) -> int:
+    try:
+        return int(json.loads((directory / READY).read_text()).get("bytes", 0))
+    except (OSError, ValueError):
+        return 0
+
+
+def _size(directory: Path) -> int:
+    total = 0
+    for base, _, names in os.walk(directory):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(base, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def _cut(text: str) -> str:
+    if len(text) <= OUTPUT_CHARS:
+        return text
+    half = OUTPUT_CHARS // 2
+    return f"{text[:half]}\n… ({len(text) - OUTPUT_CHARS} characters cut) …\n{text[-half:]}"
+

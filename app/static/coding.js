@@ -126,7 +126,7 @@ function roundItem(e) {
   const commands = Array.isArray(d.commands) ? d.commands : [];
   return h("li", { class: `verify-round ${d.passed ? "passed" : "failed"}`,
     dataset: { kind: "verify", round: d.round ?? "", passed: String(Boolean(d.passed)), selfReview: String(Boolean(d.self_review)) } },
-    h("div", { class: "verify-head" }, h("strong", {}, `Round ${d.round ?? "?"}`), " ",
+    h("div", { class: "verify-head" }, h("strong", {}, d.baseline ? "Baseline (before any edit)" : `Round ${d.round ?? "?"}`), " ",
       h("span", { class: `badge ${d.passed ? "s-completed" : "s-failed"}` }, d.passed ? "passed" : "failed"), " ",
       d.self_review ? h("span", { class: "badge self-review", title: "The agent reviewed its own change" }, "self-review") : null),
     commands.length ? h("ul", { class: "commands" }, commands.map((c) => h("li", {}, h("code", {}, String(c)))))
@@ -190,6 +190,16 @@ function fact(label, value, attrs) {
     : h("div", attrs || {}, h("dt", {}, label), h("dd", {}, value));
 }
 
+// The verdict, in the colour it deserves: a job that "completed" with an unverified change
+// must never look like a success.
+const VERDICTS = { verified: ["s-completed", "verified: the checks pass"],
+  unverified: ["s-failed", "unverified: the checks fail"], "self-reviewed": ["s-waiting", "self-reviewed: nothing to run"] };
+
+function testList(names) {
+  return Array.isArray(names) && names.length
+    ? h("ul", { class: "tests" }, names.slice(0, 20).map((t) => h("li", {}, h("code", {}, t)))) : null;
+}
+
 function outcomeFacts(r) {
   const tests = r.tests_passed === true ? h("span", { class: "badge s-completed" }, "passed")
     : r.tests_passed === false ? h("span", { class: "badge s-failed" }, "failing") : r.tests_passed === null ? "not run" : null;
@@ -203,6 +213,11 @@ function outcomeFacts(r) {
     fact("Commit", r.commit ? h("code", { title: r.commit }, short(r.commit)) : null),
     fact("Iterations", r.iterations ?? null),
     fact("Tests", tests),
+    fact("Failing before", testList(r.baseline), { class: "baseline" }),
+    fact("Fixed", testList(r.fixed), { class: "fixed" }),
+    fact("Broken", testList(r.broken), { class: "broken" }),
+    fact("Setup", r.setup?.status ? `${r.setup.status}${r.setup.kinds?.length ? ` (${r.setup.kinds.join(", ")})` : ""}`
+      + (typeof r.setup.seconds === "number" && r.setup.status === "installed" ? ` in ${r.setup.seconds.toFixed(1)} s` : "") : null),
     fact("Subtasks", Array.isArray(r.subtasks) ? r.subtasks.length : r.subtasks ?? null),
     fact("Tokens in", r.tokens_in ?? null, { class: "tokens-in" }),
     fact("Tokens out", r.tokens_out ?? null, { class: "tokens-out" }),
@@ -217,7 +232,10 @@ function drawOutcome() {
   const r = job?.result && typeof job.result === "object" ? job.result : null;
   const link = pr ? prLink(pr.url, pr.number, pr.branch) : r ? prLink(r.pr_url) : null;
   const debug = debugSwitches > 0 || Boolean(r?.debug_mode);
+  const verdict = VERDICTS[r?.verdict];
   fill($("#coding-badges"),
+    verdict ? h("span", { class: `badge ${verdict[0]}`, id: "coding-verdict", dataset: { verdict: r.verdict } }, verdict[1]) : null,
+    r?.draft ? h("span", { class: "badge s-waiting", title: "Opened as a draft: its verification failed" }, "draft pull request") : null,
     debug ? h("span", { class: "badge debug", id: "coding-debug", title: "The agent switched to root-cause debugging" }, "debug mode") : null,
     r?.resumed ? h("span", { class: "badge s-waiting", title: "Resumed from its last checkpoint after an interruption" }, "resumed") : null);
   fill($("#coding-outcome"),

@@ -20,7 +20,12 @@ import "./function_calls.js";
 
   function renderHeader() {
     $("#j-type").textContent = job.job_type;
-    fill($("#j-status"), badge(job.status));
+    // A coding job's verdict colours its status: "completed" with an unverified change is red.
+    const verdict = job.status === "completed" && job.result && job.result.verdict;
+    fill($("#j-status"), verdict === "unverified"
+      ? h("span", { class: "badge s-failed", dataset: { verdict } }, "completed: unverified")
+      : verdict === "verified" ? h("span", { class: "badge s-completed", dataset: { verdict } }, "completed: verified")
+        : badge(job.status));
     document.title = `Job ${short(job.id)} · ${job.status} · Switchyard`;
     const link = $("#project-link");
     link.href = `/projects/${job.project_id}`;

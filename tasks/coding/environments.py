@@ -12,6 +12,7 @@ The oldest environments go first when their total passes SWITCHYARD_CODE_ENV_MAX
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -46,7 +47,7 @@ def installer() -> Installer:
     copied beside the environments: the sandbox user can pass through the data dir (doctor
     checks that), not necessarily through wherever the worker's virtualenv lives."""
     try:
-        from uv import find_uv_bin  # noqa: PLC0415 - optional at run time
+        from uv import find_uv_bin
         found: str | None = find_uv_bin()
     except (ImportError, FileNotFoundError):
         found = shutil.which("uv")
@@ -202,10 +203,8 @@ def _size(directory: Path) -> int:
     total = 0
     for base, _, names in os.walk(directory):
         for name in names:
-            try:
+            with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(base, name)).st_size
-            except OSError:
-                pass
     return total
 
 

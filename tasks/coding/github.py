@@ -42,14 +42,16 @@ class PullHead:
 
 
 def open_pull_request(*, repo: str, head: str, base: str, title: str, body: str,
-                      token: str) -> PullRequest:
-    """The open pull request of `head` into `base` in `repo` (owner/name), opened if none is."""
+                      token: str, draft: bool = False) -> PullRequest:
+    """The open pull request of `head` into `base` in `repo` (owner/name), opened if none is;
+    `draft`: opened as a draft (a change whose verification failed)."""
     owner = _repo(repo).split("/")[0]
     existing = _open_pull(repo, owner, head, token)
     if existing is not None:
         return existing
     resp = _call("POST", f"/repos/{repo}/pulls", token, "opening a pull request",
-                 json={"title": title, "head": head, "base": base, "body": body},
+                 json={"title": title, "head": head, "base": base, "body": body,
+                       "draft": draft},
                  ok=(201, 422))
     if resp.status_code == 422:
         if ALREADY_EXISTS in _message(resp, token).lower():

@@ -33,6 +33,9 @@ class RunTaskPayload(BaseModel):
     branch: str | None = Field(None, json_schema_extra={"pattern": BRANCH_PATTERN})
     github_repo: str | None = Field(None, pattern=GITHUB_REPO)
     max_iterations: int = Field(5, ge=1, le=10)
+    # A change whose verification failed goes out as a draft pull request that says so;
+    # false: no pull request at all (the branch is still pushed).
+    open_draft_on_failure: bool = True
 
     _check_branch = field_validator("branch")(classmethod(lambda cls, v: _branch(v)))
 

@@ -11,7 +11,9 @@ was in, with the checkout rebuilt from the clone plus the last recorded patch.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tasks.coding import (
@@ -20,6 +22,7 @@ from tasks.coding import (
     github,
     plans,
     prompts,
+    repo_files,
     repomap,
     sandbox,
     setup_plan,
@@ -50,6 +53,10 @@ class Verification:
     rounds: int
     debug_mode: bool
     summary: str
+    baseline: list[str] = field(default_factory=list)  # what failed before any edit
+    fixed: list[str] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)
+    failing: list[str] = field(default_factory=list)  # after the last round
 
 
 def network_for(project_id: Any) -> bool:
@@ -197,29 +204,57 @@ def build(agent: Agent, task: str, repo_map: str, report: str, plan: plans.Plan,
     return summaries
 
 
-def run_checks(agent: Agent, round_: int) -> dict[str, Any]:
-    """The repository's checks, run in the sandbox; their results as the step's output."""
+def run_checks(agent: Agent, round_: int, baseline: list[dict[str, Any]] | None = None
+               ) -> dict[str, Any]:
+    """The repository's checks, run in the sandbox; their results as the step's output.
+    Round 0 is the baseline, before any edit: what already failed is not the agent's doing."""
     root = agent.checkout.ws.root
     results: list[dict[str, Any]] = []
     for check in verify.detect_commands(root):
+        _clear_reports(root)
         ran = sandbox.run_command(root, check.command, agent.policy)
         results.append({"name": check.name, "command": check.command,
                         "exit_code": ran.exit_code, "timed_out": ran.timed_out,
+                        "tests": _report(root, check),
                         "output": verify.truncate(ran.output.replace("\x00", "\\0"),
                                                   OUTPUT_CHARS)})
+    _clear_reports(root)
     for r in results:
         r["passed"] = r["exit_code"] is not None and verify.passed(
             verify.Check(r["name"], r["command"]), r["exit_code"])
-    passed = bool(results) and all(r["passed"] for r in results)
+    judged = verify.verdict(baseline, results)
     summary = verify.failure_summary(
         [(verify.Check(r["name"], r["command"]), r["exit_code"], r["output"])
          for r in results if not r["passed"]], OUTPUT_CHARS)
     if results:
-        agent.ctx.emit("verify", f"round {round_}: {'passed' if passed else 'failed'}",
-                       {"round": round_, "commands": [r["command"] for r in results],
-                        "passed": passed, "output": (summary or "all checks passed")[:4000],
-                        "self_review": False})
-    return {"ran": bool(results), "passed": passed, "summary": summary, "results": results}
+        label = "baseline" if round_ == 0 else f"round {round_}"
+        state = ("clean" if judged.passed else "already failing") if round_ == 0 \
+            else ("passed" if judged.passed else "failed")
+        agent.ctx.emit("verify", f"{label}: {state}",
+                       {"round": round_, "baseline": round_ == 0,
+                        "commands": [r["command"] for r in results],
+                        "passed": judged.passed, "output": (summary or "all checks passed")[:4000],
+                        "fixed": judged.fixed[:50], "broken": judged.broken[:50],
+                        "failing": judged.failing[:50], "self_review": False})
+    return {"ran": bool(results), "passed": judged.passed, "summary": summary,
+            "results": results, "fixed": judged.fixed, "broken": judged.broken,
+            "failing": judged.failing}
+
+
+def _clear_reports(root: Path) -> None:
+    reports = root / verify.REPORTS
+    if reports.is_symlink() or reports.is_file():
+        reports.unlink()
+    elif reports.is_dir():
+        shutil.rmtree(reports, ignore_errors=True)
+
+
+def _report(root: Path, check: verify.Check) -> dict[str, list[str]] | None:
+    """The tests a check's JUnit report names, passed and failed (None: no report)."""
+    if check.report is None or (root / verify.REPORTS).is_symlink():
+        return None
+    found = verify.junit_tests(repo_files.text(root / check.report, verify.REPORT_MAX_BYTES))
+    return None if found is None else {"passed": found[0][:2000], "failed": found[1][:2000]}
 
 
 def self_review(agent: Agent, task: str, round_: int) -> tuple[bool, str]:
@@ -232,19 +267,28 @@ def self_review(agent: Agent, task: str, round_: int) -> tuple[bool, str]:
     return passed, answer.text
 
 
-def verify_loop(agent: Agent, task: str, max_iterations: int) -> Verification:
+def baseline(agent: Agent) -> dict[str, Any]:
+    """The checks once before any edit: which tests already fail."""
+    return agent.step_in_checkout("verify:baseline", run_checks, agent, 0, leaves_traces=True)
+
+
+def verify_loop(agent: Agent, task: str, max_iterations: int,
+                before: dict[str, Any] | None = None) -> Verification:
     ctx = agent.ctx
     phase(ctx, "verify", "started")
     history = verify.ErrorHistory()
     debug = False
     passed: bool | None = None
     summary = ""
+    judged: dict[str, Any] = {}
     round_ = 0
+    base_results = before["results"] if before and before["ran"] else None
     for round_ in range(1, max_iterations + 1):
         checked = agent.step_in_checkout(f"verify:{round_}", run_checks, agent, round_,
-                                         leaves_traces=True)
+                                         base_results, leaves_traces=True)
         if checked["ran"]:
             passed, summary = checked["passed"], checked["summary"]
+            judged = {k: checked.get(k, []) for k in ("fixed", "broken", "failing")}
         else:  # nothing to run: the model's review of the diff stands in, marked as such
             ok, summary = self_review(agent, task, round_)
             ctx.emit("verify", f"round {round_}: self-review {'passed' if ok else 'failed'}",
@@ -264,7 +308,10 @@ def verify_loop(agent: Agent, task: str, max_iterations: int) -> Verification:
                    tool_names=ALL_TOOLS, max_turns=FIX_TURNS)
     phase(ctx, "verify", "completed",
           "self-review" if passed is None else ("passed" if passed else "failed"))
-    return Verification(passed, round_, debug, summary)
+    return Verification(passed, round_, debug, summary,
+                        baseline=before["failing"] if before and before["ran"] else [],
+                        fixed=judged.get("fixed", []), broken=judged.get("broken", []),
+                        failing=judged.get("failing", []))
 
 
 def diff_of(agent: Agent) -> dict[str, Any]:
@@ -278,13 +325,17 @@ def diff_of(agent: Agent) -> dict[str, Any]:
 
 
 def deliver(agent: Agent, *, task: str, base_branch: str, github_repo: str | None,
-            plan: plans.Plan, verification: Verification) -> dict[str, Any]:
+            plan: plans.Plan, verification: Verification,
+            open_draft_on_failure: bool = True) -> dict[str, Any]:
+    """A verified change: the branch and an ordinary pull request. An unverified one: a draft
+    pull request that says so (open_draft_on_failure), else the branch alone, never both."""
     ctx, checkout = agent.ctx, agent.checkout
     phase(ctx, "deliver", "started")
     diff = agent.step_in_checkout("diff", diff_of, agent)
     if not diff["files"]:
         phase(ctx, "deliver", "completed", "nothing changed")
-        return {"branch": None, "commit": None, "pr_url": None}
+        return {"branch": None, "commit": None, "pr_url": None, "draft": False}
+    failed = verification.tests_passed is False
     patch = agent.step_in_checkout("patch", git.changes, checkout.ws.root, checkout.base)
     checkout.replace_patches(patch)  # what is pushed is exactly what the artifact holds
     artifacts.write(ctx, kind="patch", name="changes.patch", content_type="text/x-diff",
@@ -295,22 +346,25 @@ def deliver(agent: Agent, *, task: str, base_branch: str, github_repo: str | Non
     commit = agent.step_in_checkout("push", git.commit_and_push, checkout.ws.root,
                                     branch=branch, message=message, token=checkout.token)
     pr_url = None
-    if github_repo:
+    draft = failed and open_draft_on_failure
+    if github_repo and (draft or not failed):
         body = pr_body(task, plan, verification, agent.spend.as_dict())
         pr = ctx.step("pull-request", open_pr, ctx, github_repo, branch, base_branch,
-                      task, body)
+                      task, body, draft)
         pr_url = pr["url"]
-    phase(ctx, "deliver", "completed", branch)
-    return {"branch": branch, "commit": commit, "pr_url": pr_url}
+    phase(ctx, "deliver", "completed",
+          f"{branch} (unverified{': draft pull request' if pr_url else ''})" if failed
+          else branch)
+    return {"branch": branch, "commit": commit, "pr_url": pr_url, "draft": bool(pr_url and draft)}
 
 
 def open_pr(ctx: JobContext, repo: str, head: str, base: str, task: str,
-            body: str) -> dict[str, Any]:
+            body: str, draft: bool = False) -> dict[str, Any]:
     # The token is read here, inside the step, so it is never part of a step's input.
     token = require_for_pull_request(ctx.project_id, repo)
     pr = github.open_pull_request(repo=repo, head=head, base=base,
                                   title=task.strip().splitlines()[0][:120], body=body,
-                                  token=token)
+                                  token=token, draft=draft)
     ctx.emit("pull_request", f"pull request #{pr.number}",
              {"url": pr.url, "number": pr.number, "branch": head})
     return {"url": pr.url, "number": pr.number}
@@ -324,7 +378,18 @@ def pr_body(task: str, plan: plans.Plan, verification: Verification,
         verdict = "no test or build command found: reviewed by the model against the task"
     else:
         verdict = "the checks pass" if verification.tests_passed else "the checks still fail"
-    return (f"{task}\n\n### Plan\n{steps}\n\n### Verification\n{verdict} after "
+    if verification.baseline:
+        verdict += (f"; {len(verification.baseline)} already failed before the change"
+                    f" ({len(verification.fixed)} fixed, {len(verification.broken)} broken)")
+    head = ""
+    if verification.tests_passed is False:
+        broken = set(verification.broken)
+        listed = "".join(f"\n- `{t}`" + (" (passed before this change)" if t in broken else "")
+                         for t in verification.failing[:20])
+        head = ("Verification failed: this change does not pass the repository's checks."
+                + (f"\n\nFailing:{listed}" if listed else "")
+                + f"\n\n```\n{verification.summary[:3000]}\n```\n\n")
+    return (f"{head}{task}\n\n### Plan\n{steps}\n\n### Verification\n{verdict} after "
             f"{verification.rounds} round(s)" + (" (debug mode)" if verification.debug_mode
                                                  else "")
             + f"\n\n### Cost\n{spend['tokens_in']} tokens in, {spend['tokens_out']} out, "
@@ -335,13 +400,19 @@ def run_task(ctx: JobContext, p: RunTaskPayload) -> dict[str, Any]:
     resumed = ctx.replaying
     agent, cloned = start(ctx, p.repo_url, p.branch, p.task, "run_task")
     set_up = setup(agent)
+    before = baseline(agent)
     repo_map, report, plan = explore_and_plan(agent, p.task)
     build(agent, p.task, repo_map, report, plan)
-    verification = verify_loop(agent, p.task, p.max_iterations)
+    verification = verify_loop(agent, p.task, p.max_iterations, before)
     delivered = deliver(agent, task=p.task, base_branch=p.branch or cloned["branch"],
-                        github_repo=p.github_repo, plan=plan, verification=verification)
+                        github_repo=p.github_repo, plan=plan, verification=verification,
+                        open_draft_on_failure=p.open_draft_on_failure)
     return {**delivered, "iterations": verification.rounds,
-            "tests_passed": verification.tests_passed, "subtasks": len(plan.subtasks),
+            "tests_passed": verification.tests_passed,
+            "verdict": {True: "verified", False: "unverified", None: "self-reviewed"}[
+                verification.tests_passed],
+            "baseline": verification.baseline, "fixed": verification.fixed,
+            "broken": verification.broken, "subtasks": len(plan.subtasks),
             "debug_mode": verification.debug_mode, "resumed": resumed,
             "setup": {k: set_up.get(k) for k in ("status", "kinds", "seconds", "notes")},
             **agent.spend.as_dict()}

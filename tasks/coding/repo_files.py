@@ -22,9 +22,9 @@ def regular(path: Path) -> bool:
         return False
 
 
-def text(path: Path) -> str:
+def text(path: Path, limit: int = CONFIG_MAX_BYTES) -> str:
     """A config file's text, read without following a link, never blocking on a FIFO or
-    device, and at most CONFIG_MAX_BYTES ("" otherwise)."""
+    device, and at most `limit` bytes ("" otherwise)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -32,8 +32,8 @@ def text(path: Path) -> str:
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             return ""
-        data = f.read(CONFIG_MAX_BYTES + 1)
-    return "" if len(data) > CONFIG_MAX_BYTES else data.decode(errors="replace")
+        data = f.read(limit + 1)
+    return "" if len(data) > limit else data.decode(errors="replace")
 
 
 def toml(path: Path) -> dict[str, Any]:

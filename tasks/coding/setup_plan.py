@@ -143,15 +143,15 @@ def _project(root: Path) -> tuple[str | None, list[str]]:
         declared = repo_files.table(table.get("optional-dependencies"))
         return "pyproject.toml", [e for e in TEST_EXTRAS if e in declared]
     if repo_files.regular(root / "setup.cfg"):
-        parser = configparser.ConfigParser()
+        parser = configparser.ConfigParser(interpolation=None, strict=False)
         try:
             parser.read_string(repo_files.text(root / "setup.cfg"))
         except configparser.Error:
             return "setup.cfg", []
-        declared = parser["options.extras_require"] if parser.has_section(
-            "options.extras_require") else {}
+        extras = set(parser["options.extras_require"]) if parser.has_section(
+            "options.extras_require") else set()
         if repo_files.regular(root / "setup.py") or parser.has_section("metadata"):
-            return "setup.cfg", [e for e in TEST_EXTRAS if e in declared]
+            return "setup.cfg", [e for e in TEST_EXTRAS if e in extras]
     if repo_files.regular(root / "setup.py"):
         return "setup.py", []
     return None, []

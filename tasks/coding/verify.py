@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 from tasks.coding.repo_files import json_file as _json
 from tasks.coding.repo_files import regular as _regular
@@ -35,11 +36,14 @@ _ESLINT_CONFIGS = (
 class Check:
     name: str
     command: str
+    report: str | None = None  # a JUnit XML file the command writes, relative to the checkout
 
 
 # `python3 -m` so a console script missing from PATH does not matter; no caches, which would
 # otherwise land in the workspace and so in the patch.
-PYTEST = Check("pytest", "python3 -m pytest -q -p no:cacheprovider")
+REPORTS = ".switchyard-reports"  # never part of a change (tasks.coding.loop.JUNK)
+PYTEST = Check("pytest", f"python3 -m pytest -q -p no:cacheprovider "
+               f"--junitxml={REPORTS}/pytest.xml", report=f"{REPORTS}/pytest.xml")
 NPM_TEST = Check("npm test", "npm test")
 CARGO_TEST = Check("cargo test", "cargo test")
 GO_TEST = Check("go test", "go test ./...")
@@ -84,6 +88,59 @@ def passed(check: Check, exit_code: int) -> bool:
     """Whether a check's exit code means success. pytest's 5 is "no tests collected": nothing
     failed, and a repository without tests must not keep the agent failing forever."""
     return exit_code == 0 or (check.command == PYTEST.command and exit_code == 5)
+
+
+REPORT_MAX_BYTES = 8 * 1024 * 1024
+
+
+def junit_tests(xml: str) -> tuple[list[str], list[str]] | None:
+    """(passed, failed) test ids ("classname::name") from a JUnit XML report; None when the
+    text is no such report. A skipped test is neither."""
+    try:
+        root = ElementTree.fromstring(xml)
+    except ElementTree.ParseError:
+        return None
+    passed, failed = [], []
+    for case in root.iter("testcase"):
+        name = f"{case.get('classname') or ''}::{case.get('name') or ''}"
+        kinds = {child.tag for child in case}
+        if kinds & {"failure", "error"}:
+            failed.append(name)
+        elif "skipped" not in kinds:
+            passed.append(name)
+    return passed, failed
+
+
+def failing(results: list[dict[str, Any]]) -> set[str]:
+    """What failed in one run of the checks: each failed test by name where the check wrote a
+    report, else the check itself (and a check that failed with no test failing, e.g. a
+    collection error, as itself too)."""
+    out: set[str] = set()
+    for r in results:
+        tests = r.get("tests")
+        if tests is not None:
+            out.update(tests["failed"])
+        if not r["passed"] and not (tests and tests["failed"]):
+            out.add(f"[{r['name']}]")
+    return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    fixed: list[str]  # failed at the baseline, pass now
+    broken: list[str]  # did not fail at the baseline, fail now
+    failing: list[str]  # fail now
+
+
+def verdict(baseline: list[dict[str, Any]] | None, results: list[dict[str, Any]]) -> Verdict:
+    """Every check passes; or, where the baseline already failed, nothing that did not fail
+    then fails now and what the task was about (a test that failed then) passes now."""
+    now = failing(results)
+    before = failing(baseline) if baseline is not None else set()
+    fixed, broken = sorted(before - now), sorted(now - before)
+    ok = not now or (bool(before) and not broken and bool(fixed))
+    return Verdict(ok and bool(results), fixed, broken, sorted(now))
 
 
 def _uses_pytest(root: Path, tools: dict[str, Any]) -> bool:

@@ -365,7 +365,7 @@ def test_the_code_task_form_shows_the_apis_refusal_then_starts_a_job_and_links_t
     assert stored["payload"] == {"repo_url": "https://github.com/octo/widgets.git",
                                  "task": "Add a /health route that answers {\"ok\": true}",
                                  "branch": "main", "github_repo": "octo/widgets",
-                                 "max_iterations": 3}
+                                 "max_iterations": 3, "open_draft_on_failure": True}
     # The form posts to the code-tasks route; where this branch has none yet (it lands in its
     # own change), the page sends the same payload through the generic jobs API.
     assert posted[0] == f"/api/projects/{project}/code-tasks", posted
@@ -398,3 +398,31 @@ def test_the_panel_shows_when_its_module_loads_after_the_page_has_its_job(
     expect(page.locator("#j-status .badge")).to_have_text("running")
     expect(page.locator("#coding .phase[data-phase=clone]")).to_have_attribute(
         "data-state", "running")
+
+
+def test_an_unverified_change_is_red_on_the_page_with_its_baseline_and_draft(
+        web_site: Site, page: Page) -> None:
+    # Issue 24: "the job page shows the verdict in green or red, never as plain completed".
+    site = web_site
+    project = site.project("Verdicts")
+    job = running_job(project)
+    emit(job, project, "verify", {"round": 0, "baseline": True, "commands": ["python3 -m pytest"],
+                                  "passed": False, "output": "1 failed", "self_review": False})
+    finish(job, project, {"branch": "switchyard/x-fix", "commit": "a" * 40, "pr_url":
+                          "https://github.com/acme/wrong/pull/1", "draft": True,
+                          "tests_passed": False, "verdict": "unverified", "iterations": 2,
+                          "baseline": ["test_calc::test_add"], "fixed": [],
+                          "broken": ["test_mul::test_three"],
+                          "setup": {"status": "reused", "kinds": ["python"], "seconds": 0.01}})
+    sign_in(page, site)
+    page.goto(f"{site.base}/jobs/{job}")
+    header = page.locator("#j-status .badge")
+    expect(header).to_have_text("completed: unverified")
+    expect(header).to_have_class("badge s-failed")
+    verdict = page.locator("#coding-verdict")
+    expect(verdict).to_contain_text("unverified")
+    expect(verdict).to_have_class("badge s-failed")
+    expect(page.locator("#coding-badges")).to_contain_text("draft pull request")
+    expect(page.locator("#coding-outcome .baseline")).to_contain_text("test_calc::test_add")
+    expect(page.locator("#coding-outcome .broken")).to_contain_text("test_mul::test_three")
+    expect(page.locator("#coding-verify")).to_contain_text("Baseline (before any edit)")

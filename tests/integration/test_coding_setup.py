@@ -118,7 +118,8 @@ def test_test_requirements_are_installed(alice: Caller, repos: Path,
         "test_requirements.txt": "pytest\ninflection\n",
         "shout.py": "def shout(text):\n    return text.lower() + '!'\n",
         "test_shout.py": "import inflection\nfrom shout import shout\n\n\n"
-                         "def test_shout():\n    assert shout(inflection.titleize('hi')) == 'HI!'\n",
+                         "def test_shout():\n"
+                         "    assert shout(inflection.titleize('hi')) == 'HI!'\n",
     })
     job = run(alice, bare)
     assert job["result"]["tests_passed"] is True, setup_output(job["id"])

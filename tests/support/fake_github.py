@@ -149,6 +149,7 @@ def build_app(fake: FakeGithub) -> Flask:
                     "documentation_url": "https://docs.github.com/rest/pulls/pulls"})
             pull = fake._new_pull(repo, doc["head"], doc["base"], doc["title"],
                                   doc.get("body") or "", repo)
+            pull["draft"] = bool(doc.get("draft", False))
         return _json(201, pull)
 
     return app

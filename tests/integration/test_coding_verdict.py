@@ -1,0 +1,78 @@
+"""The coding agent's verdict (issue 24.5-24.6): the checks run once before any edit (the
+baseline), so a test that already failed is reported as such and not as the agent's breakage;
+an unverified change goes out as a draft pull request that says so, never as a verified one."""
+
+# ruff: noqa: F811 - the fake fixtures are imported, then requested by name
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.integration.jobdb import wait_for
+from tests.integration.test_api_contract import Caller
+from tests.integration.test_coding_agent import alice, model, repos  # noqa: F401
+from tests.integration.test_coding_setup import TIMEOUT, bare_repo, fixer, run
+from tests.support.fake_anthropic import FakeAnthropic, anthropic_model, fake_anthropic  # noqa: F401
+from tests.support.fake_github import FakeGithub, fake_github  # noqa: F401
+
+CALC = {
+    "calc.py": "def add(a, b):\n    return a * b\n",
+    "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+}
+
+
+def test_a_failure_that_was_there_before_is_the_baseline_not_the_agents(
+        alice: Caller, repos: Path, model: FakeAnthropic) -> None:
+    model.script = fixer("calc.py", "a * b", "a + b")
+    bare = bare_repo(repos, "legacy", {
+        **CALC, "test_legacy.py": "def test_clock():\n    assert 1 == 2, 'broken since 2019'\n"})
+    job = run(alice, bare)
+    result = job["result"]
+    assert result["baseline"] == ["test_calc::test_add", "test_legacy::test_clock"]
+    assert (result["fixed"], result["broken"]) == (["test_calc::test_add"], [])
+    assert result["tests_passed"] is True and result["verdict"] == "verified"
+    assert result["iterations"] == 1
+
+
+def test_a_change_that_breaks_a_passing_test_is_not_verified(
+        alice: Caller, repos: Path, model: FakeAnthropic) -> None:
+    model.script = fixer("calc.py", "a * b", "a + b")
+    bare = bare_repo(repos, "fragile", {
+        **CALC, "test_mul.py": "from calc import add\n\n\ndef test_square():\n"
+                               "    assert add(2, 2) == 4\n\n\ndef test_three():\n"
+                               "    assert add(3, 1) != 4\n"})
+    r = alice.post(f"/api/projects/{alice.project}/code-tasks",
+                   {"repo_url": str(bare), "task": "Fix add", "max_iterations": 1})
+    job = wait_for(r.get_json()["job_id"], "completed", "failed", timeout=TIMEOUT)
+    result = job["result"]
+    assert result["broken"] == ["test_mul::test_three"] and result["verdict"] == "unverified"
+    assert result["tests_passed"] is False
+
+
+def test_a_wrong_fix_goes_out_as_a_draft_that_says_verification_failed(
+        alice: Caller, repos: Path, model: FakeAnthropic, fake_github: FakeGithub) -> None:
+    model.script = fixer("calc.py", "a * b", "a - b")  # wrong, and the same every round
+    bare = bare_repo(repos, "wrong", CALC)
+    r = alice.post(f"/api/projects/{alice.project}/code-tasks",
+                   {"repo_url": str(bare), "task": "Fix add", "max_iterations": 2,
+                    "github_repo": "acme/wrong"})
+    job = wait_for(r.get_json()["job_id"], "completed", "failed", timeout=TIMEOUT)
+    assert job["status"] == "completed", job["last_error"]
+    result = job["result"]
+    assert (result["tests_passed"], result["verdict"], result["draft"]) == (
+        False, "unverified", True)
+    [pr] = fake_github.pulls["acme/wrong"]
+    assert pr["draft"] is True and pr["body"].startswith("Verification failed")
+    assert "test_calc::test_add" in pr["body"] and result["pr_url"] == pr["html_url"]
+
+
+def test_without_drafts_an_unverified_change_opens_no_pull_request(
+        alice: Caller, repos: Path, model: FakeAnthropic, fake_github: FakeGithub) -> None:
+    model.script = fixer("calc.py", "a * b", "a - b")
+    bare = bare_repo(repos, "nodraft", CALC)
+    r = alice.post(f"/api/projects/{alice.project}/code-tasks",
+                   {"repo_url": str(bare), "task": "Fix add", "max_iterations": 1,
+                    "github_repo": "acme/nodraft", "open_draft_on_failure": False})
+    job = wait_for(r.get_json()["job_id"], "completed", "failed", timeout=TIMEOUT)
+    assert job["result"]["pr_url"] is None and job["result"]["branch"]
+    assert "acme/nodraft" not in fake_github.pulls

@@ -264,6 +264,10 @@ def paths() -> dict[str, Any]:
             {200: _json("The step.", "Step")}, (404,), params=[JID, {
                 "name": "seq", "in": "path", "required": True,
                 "schema": typed("integer", minimum=1), "description": "The step's number."}])},
+        "/api/jobs/{jid}/trajectory": {"get": _op(
+            "get_trajectory", "The job's trajectory: every model turn (text, tokens), each tool "
+            "call with its input, result and patch, the setup and each verification round, in "
+            "order.", {200: _json("The trajectory.", "Trajectory")}, (404,), params=[JID])},
         "/api/jobs/{jid}/cancel": {"post": _op(
             "cancel_job", "Cancel a job and its descendants (running: at the next step).",
             {200: _json("The job after the cancel request.", "Job")}, (404,), params=[JID])},

@@ -15,6 +15,7 @@ from app.api import responses
 from app.http import pgpool
 from app.http.errors import ApiError, not_found
 from models import AgentJob, Artifact, Project
+from tasks.coding import trajectory
 from tasks.services import quotas
 
 
@@ -127,6 +128,15 @@ def steps_of(job_id: uuid.UUID) -> list[dict[str, Any]]:
     """A job's steps, outputs over OUTPUT_PREVIEW_BYTES cut to a preview."""
     return pgpool.fetch_dicts(STEPS.replace("<one>", ""),
                               {"job": job_id, "cut": OUTPUT_PREVIEW_BYTES})
+
+
+TRAJECTORY_STEP_BYTES = 256 * 1024  # a larger step is previewed in the trajectory, and linked
+
+
+def trajectory_of(job_id: uuid.UUID) -> list[dict[str, Any]]:
+    """A job's steps read as its trajectory (tasks.coding.trajectory)."""
+    return trajectory.build(pgpool.fetch_dicts(
+        STEPS.replace("<one>", ""), {"job": job_id, "cut": TRAJECTORY_STEP_BYTES}))
 
 
 def step_of(job_id: uuid.UUID, seq: int) -> dict[str, Any] | None:

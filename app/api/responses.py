@@ -364,6 +364,16 @@ class Readiness(Response):
     checks: ReadinessChecks
 
 
+class Trajectory(Response):
+    job_id: uuid.UUID
+    job_type: str
+    status: str
+    result: Any
+    # In step order, each with its `kind`: model, tool, setup, verify or step
+    # (tasks.coding.trajectory).
+    items: list[JSONObject]
+
+
 class ContactConfirmed(Response):
     project_id: uuid.UUID
     contact_email: str
@@ -517,6 +527,6 @@ RESPONSE_MODELS: dict[str, type[Response]] = {model.__name__: model for model in
     Error, Project, ProjectList, JobAccepted, JobSummary, Job, Step, JobPage, JobList,
     Diagnosis, QueueStats, Workers, RetryBatch, JobStarted, ChatPosted, ChatList, Approval,
     ApprovalList, Enqueued, SecretList, MemoryList, Effect, EffectList, PacketList, LlmUsage,
-    Event, EventPage, Health, Readiness, ContactConfirmed, ArtifactList, ProjectArtifactList,
-    WorkflowSaved, WorkflowList, Workflow, WorkflowRun, WorkflowRunList,
+    Event, EventPage, Health, Readiness, ContactConfirmed, Trajectory, ArtifactList,
+    ProjectArtifactList, WorkflowSaved, WorkflowList, Workflow, WorkflowRun, WorkflowRunList,
     WebhookAnswer, FunctionSaved, FunctionList, FunctionDetail, FunctionRunList)}

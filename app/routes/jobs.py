@@ -16,6 +16,7 @@ from app.api.queries import (
     step_json,
     step_of,
     steps_of,
+    trajectory_of,
 )
 from app.api.schemas import JobCreate, JobListQuery
 from app.http import db
@@ -100,6 +101,15 @@ def get_step(jid: uuid.UUID, seq: str):
     if step is None:
         raise not_found("step")
     return jsonify(step_json(job.id, step).dump())
+
+
+@bp.get("/api/jobs/<uuid:jid>/trajectory")
+def get_trajectory(jid: uuid.UUID):
+    """Every model turn, tool call (input, result, patch), setup and verification round of
+    the job, in order: what the coding panel draws as a timeline and offers as a download."""
+    job = _owned_job(str(jid))
+    return jsonify({"job_id": str(job.id), "job_type": job.job_type, "status": job.status,
+                    "result": job.result, "items": trajectory_of(job.id)})
 
 
 @bp.post("/api/jobs/<jid>/cancel")

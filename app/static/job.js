@@ -11,6 +11,7 @@ import "./checks.js";
 import "./coding.js";
 import "./job_links.js";
 import "./function_calls.js";
+import "./trajectory.js";
 
 {
   const jid = $("#job").dataset.jobId;

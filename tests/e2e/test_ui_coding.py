@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -426,3 +427,46 @@ def test_an_unverified_change_is_red_on_the_page_with_its_baseline_and_draft(
     expect(page.locator("#coding-outcome .baseline")).to_contain_text("test_calc::test_add")
     expect(page.locator("#coding-outcome .broken")).to_contain_text("test_mul::test_three")
     expect(page.locator("#coding-verify")).to_contain_text("Baseline (before any edit)")
+
+
+def test_the_trajectory_opens_as_a_timeline_and_downloads_as_json(
+        web_site: Site, page: Page) -> None:
+    site = web_site
+    project = site.project("Trajectories")
+    job = running_job(project)
+    steps = [
+        ("setup", {"status": "installed", "kinds": ["python"], "seconds": 2.5,
+                   "output": "Installed inflection"}),
+        ("llm:build:1:1", {"text": "The operator is wrong.", "tool_calls": [
+            {"id": "t1", "name": "edit_file", "input": {"path": "calc.py", "old": "a * b",
+                                                        "new": "a + b"}}],
+            "usage": {"input_tokens": 120, "output_tokens": 30}, "model": "m",
+            "provider": "p", "stop_reason": "tool_use", "cost_usd": 0.001}),
+        ("tool:build:1:1:1", {"content": "edited calc.py", "is_error": False, "changed": True,
+                              "delta": "-    return a * b\n+    return a + b\n"}),
+        ("verify:1", {"ran": True, "passed": True, "fixed": ["test_calc::test_add"],
+                      "broken": [], "failing": [], "results": [
+                          {"name": "pytest", "command": "python3 -m pytest", "exit_code": 0,
+                           "passed": True, "output": "1 passed"}]}),
+    ]
+    for seq, (name, output) in enumerate(steps, start=1):
+        pg.execute("INSERT INTO job_steps (job_id, seq, name, status, output, finished_at) "
+                   "VALUES (%s, %s, %s, 'completed', %s::jsonb, now())",
+                   (job, seq, name, json.dumps(output)))
+    sign_in(page, site)
+    page.goto(f"{site.base}/jobs/{job}")
+    link = page.locator("#coding-trajectory-download")
+    expect(link).to_have_attribute("href", f"/api/jobs/{job}/trajectory")
+    page.locator("#coding-trajectory summary").first.click()
+    items = page.locator("#coding-trajectory-list > li")
+    expect(items).to_have_count(4)
+    expect(items.nth(0)).to_contain_text("installed (python)")
+    expect(items.nth(1)).to_contain_text("The operator is wrong.")
+    expect(items.nth(1)).to_contain_text("120 tokens in, 30 out")
+    expect(items.nth(2)).to_contain_text("edit_file")
+    items.nth(2).locator("summary", has_text="Patch").click()
+    expect(items.nth(2)).to_contain_text("+    return a + b")
+    with page.expect_download() as got:
+        link.click()
+    doc = json.loads(Path(got.value.path()).read_text())
+    assert [i["kind"] for i in doc["items"]] == ["setup", "model", "tool", "verify"]

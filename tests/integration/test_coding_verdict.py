@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.integration.jobdb import wait_for
-from tests.integration.test_api_contract import Caller
+from tests.integration.test_api_contract import Caller, _caller
 from tests.integration.test_coding_agent import alice, model, repos  # noqa: F401
 from tests.integration.test_coding_setup import TIMEOUT, bare_repo, fixer, run
 from tests.support.fake_anthropic import FakeAnthropic, anthropic_model, fake_anthropic  # noqa: F401
@@ -76,3 +76,33 @@ def test_without_drafts_an_unverified_change_opens_no_pull_request(
     job = wait_for(r.get_json()["job_id"], "completed", "failed", timeout=TIMEOUT)
     assert job["result"]["pr_url"] is None and job["result"]["branch"]
     assert "acme/nodraft" not in fake_github.pulls
+
+
+def test_the_trajectory_has_every_turn_call_patch_setup_and_round_in_order(
+        alice: Caller, repos: Path, model: FakeAnthropic) -> None:
+    # Issue 24.7: GET /api/jobs/<jid>/trajectory
+    model.script = fixer("calc.py", "a * b", "a + b")
+    bare = bare_repo(repos, "traced", CALC)
+    job = run(alice, bare)
+    r = alice.get(f"/api/jobs/{job['id']}/trajectory")
+    assert r.status_code == 200, r.get_json()
+    doc = r.get_json()
+    assert doc["job_type"] == "code.run_task" and doc["result"]["verdict"] == "verified"
+    items = doc["items"]
+    assert [i["seq"] for i in items] == sorted(i["seq"] for i in items)
+    kinds = [i["kind"] for i in items]
+    assert kinds.index("setup") < kinds.index("verify") < kinds.index("model")
+    baseline = next(i for i in items if i["kind"] == "verify")
+    assert baseline["baseline"] is True and baseline["failing"] == ["test_calc::test_add"]
+    assert "pytest" in baseline["checks"][0]["command"]
+    turns = [i for i in items if i["kind"] == "model"]
+    assert all(t["tokens_in"] > 0 and t["tokens_out"] > 0 for t in turns)
+    [edit] = [i for i in items if i["kind"] == "tool" and i["tool"] == "edit_file"]
+    assert edit["input"] == {"path": "calc.py", "old": "a * b", "new": "a + b"}
+    assert "+    return a + b" in edit["patch"] and edit["is_error"] is False
+    last = [i for i in items if i["kind"] == "verify"][-1]
+    assert (last["baseline"], last["passed"], last["fixed"]) == (
+        False, True, ["test_calc::test_add"])
+    # Another owner reads nothing of it
+    mallory = _caller(alice.client, "mallory")
+    assert mallory.get(f"/api/jobs/{job['id']}/trajectory").status_code == 404

@@ -6,7 +6,8 @@ the "setup" egress mode (package index hosts alone), the environment bound writa
 ENV_DIR; every other command gets it read-only, so neither the agent nor a repository's tests
 can change what the next task starts from. An environment is built in a directory of its own
 and renamed into place when its last command succeeded, under a lock, so two tasks on the same
-repository install once and a worker killed mid-install leaves nothing that looks ready.
+repository install once and a worker killed mid-install leaves nothing that looks ready (and
+the next attempt finishes that build rather than starting over).
 The oldest environments go first when their total passes SWITCHYARD_CODE_ENV_MAX_BYTES.
 """
 
@@ -114,9 +115,11 @@ def set_up(root: Path, plan: setup_plan.SetupPlan, key: str, policy: RunPolicy,
             return {"key": key, "status": "reused", "kinds": list(plan.kinds),
                     "notes": list(plan.notes), "output": "",
                     "seconds": round(time.monotonic() - started, 3)}
-        building = root_dir() / f"{key}.building-{os.getpid()}"
-        shutil.rmtree(building, ignore_errors=True)
-        building.mkdir(mode=0o755)
+        # One build directory per key, kept when its worker dies: the next attempt (the job
+        # resumed elsewhere, under the same lock) installs into it again, and the installers
+        # skip what is already there, so a kill mid-install costs no second install.
+        building = root_dir() / f"{key}.building"
+        building.mkdir(mode=0o755, exist_ok=True)
         hand_over([building], policy)
         setup_policy = RunPolicy(
             timeout_seconds=get_settings().code_setup_timeout_seconds,
@@ -160,7 +163,7 @@ def evict(keep: str | None = None) -> list[str]:
         return []
     removed = []
     now = time.time()
-    for leftover in base.glob("*.building-*"):
+    for leftover in base.glob("*.building"):
         if now - leftover.stat().st_mtime > STALE_BUILD_SECONDS:
             shutil.rmtree(leftover, ignore_errors=True)
     ready = sorted(((p.stat().st_mtime, p.parent) for p in base.glob(f"*/{READY}")),

@@ -175,3 +175,58 @@ def test_setup_reaches_the_package_indexes_and_nothing_else(alice: Caller, repos
     })
     job = run(alice, bare)
     assert "refused: <urlopen error Tunnel connection failed: 403" in setup_output(job["id"])
+
+
+def _set_up_in_child(root: str, key: str, commands: list[tuple[str, str]]) -> None:
+    """A worker process that runs setup (killed by the test part way)."""
+    from tasks.coding import environments as envs
+    from tasks.coding.fence import RunPolicy
+    from tasks.coding.setup_plan import SetupPlan
+
+    envs.set_up(Path(root), SetupPlan(("python",), (), tuple(commands)), key,
+                RunPolicy.from_settings(), envs.installer())
+
+
+def test_a_worker_killed_during_setup_leaves_an_install_the_next_attempt_finishes() -> None:
+    import multiprocessing
+    import os
+    import shutil
+    import signal
+    import tempfile
+
+    from tasks.coding import environments as envs
+    from tasks.coding.fence import RunPolicy
+    from tasks.coding.sandbox import prepare_for_sandbox
+    from tasks.coding.setup_plan import VENV, SetupPlan
+    from tests.conftest import wait_until
+
+    parent = Path(tempfile.mkdtemp(prefix="switchyard-test-setup-"))
+    parent.chmod(0o711)  # passable by the sandbox user, as workspaces are
+    root = parent / "repo"
+    root.mkdir()
+    (root / "README.md").write_text("x\n")
+    prepare_for_sandbox(root)
+    key = f"killed-{parent.name}"
+    uv = "/run/switchyard-tools/uv pip install --python " + VENV + "/bin/python"
+    make = (f"/run/switchyard-tools/uv venv --quiet --system-site-packages "
+            f"--python /usr/bin/python3 {VENV}")
+    install = ("install", f"{uv} inflection")
+    child = multiprocessing.get_context("spawn").Process(
+        target=_set_up_in_child, args=(str(root), key, [("venv", make), install,
+                                                        ("stall", "sleep 600")]))
+    child.start()
+    building = envs.root_dir() / f"{key}.building"
+    wait_until(lambda: list(building.glob("venv/lib/python3*/site-packages/inflection*"))
+               or not child.is_alive(), timeout=120, what="the first install to land")
+    assert child.is_alive(), "setup ended before the test could kill it"
+    os.kill(child.pid, signal.SIGKILL)  # the worker dies in the middle of its setup
+    child.join(10)
+    assert not envs.is_ready(key)
+    # When the job resumes, setup runs again: what was installed is not installed again
+    again = envs.set_up(root, SetupPlan(("python",), (), (
+        ("venv", f"[ -x {VENV}/bin/python ] || {make}"), install)), key,
+        RunPolicy.from_settings(), envs.installer())
+    assert again["status"] == "installed", again
+    assert "+ inflection" not in again["output"], again["output"]
+    assert envs.is_ready(key) and not building.exists()
+    shutil.rmtree(parent)

@@ -44,9 +44,10 @@ def load_cases(names: list[str] | None) -> list[dict[str, Any]]:
 def session(case: dict[str, Any]) -> dict[str, Any]:
     """The case's fix as the model's turns: look, plan one subtask, make each edit, finish."""
     edits = [{"tool_calls": [{"name": "edit_file", "input": e}]} for e in case["edits"]]
+    where = ", ".join(sorted({e["path"] for e in case["edits"]}))
     return {"name": case["name"], "match": [case["name"]], "turns": {
         "explore": [{"tool_calls": [{"name": "finish", "input": {
-            "summary": f"The bug is in {', '.join(sorted({e['path'] for e in case['edits']}))}."}}]}],
+            "summary": f"The bug is in {where}."}}]}],
         "plan": [{"text": json.dumps({"subtasks": [{"title": "Fix it",
                                                      "description": case["task"]}]})}],
         "build": [*edits, {"tool_calls": [{"name": "finish", "input": {"summary": "fixed"}}]}],

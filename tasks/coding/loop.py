@@ -29,7 +29,7 @@ EVENT_CHARS = 4000  # a tool's result as the job's feed shows it
 INPUT_CHARS = 2000  # each string of a tool's input, likewise
 # Never part of the change: what running the checks leaves behind.
 JUNK = ("__pycache__/", "*.pyc", ".pytest_cache/", ".ruff_cache/", ".mypy_cache/",
-        "node_modules/", ".venv/", "target/", "*.egg-info/")
+        "node_modules/", ".venv/", "target/", "*.egg-info/", ".switchyard-reports/")
 
 
 @dataclass

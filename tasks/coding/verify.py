@@ -44,7 +44,12 @@ class Check:
 REPORTS = ".switchyard-reports"  # never part of a change (tasks.coding.loop.JUNK)
 PYTEST = Check("pytest", f"python3 -m pytest -q -p no:cacheprovider "
                f"--junitxml={REPORTS}/pytest.xml", report=f"{REPORTS}/pytest.xml")
-NPM_TEST = Check("npm test", "npm test")
+# node's own test runner (node --test, under any npm script) also writes a JUnit report; the
+# spec reporter still writes what the model reads. Other runners ignore the option.
+NODE_REPORT = f"{REPORTS}/node.xml"
+NPM_TEST = Check("npm test", f'mkdir -p {REPORTS} && NODE_OPTIONS="--test-reporter=spec '
+                 f'--test-reporter-destination=stdout --test-reporter=junit '
+                 f'--test-reporter-destination={NODE_REPORT}" npm test', report=NODE_REPORT)
 CARGO_TEST = Check("cargo test", "cargo test")
 GO_TEST = Check("go test", "go test ./...")
 MAKE_TEST = Check("make test", "make test")

@@ -128,7 +128,7 @@ def _sandbox_fix(check: Check) -> Check:
 
 
 def _functions() -> Iterator[Check]:
-    yield _package("functions", "QuickJS", "quickjs")
+    yield _package("functions", "QuickJS-ng", "quickjs-ng")
     try:
         from tasks.functions.sandbox_pool import fences
 

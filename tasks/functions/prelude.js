@@ -10,6 +10,7 @@
   delete G.__sy_bridge;
   delete G.__sy_done;
   delete G.__date_clock; // the quickjs wheel's real clock: time must come from the host
+  delete G.performance; // QuickJS-ng's performance.now(): a clock no replay could repeat
   // User code may replace any of these; the prelude keeps its own copies.
   const parse = JSON.parse;
   const stringify = JSON.stringify;
@@ -19,6 +20,10 @@
   const apply = Reflect.apply;
   const defineProperty = Object.defineProperty;
   const freeze = Object.freeze;
+  const slice = String.prototype.slice;
+  // QuickJS-ng keeps a concatenation as a rope, which its Python binding cannot hand over
+  // ("could not convert args"): every string that crosses to the host is made flat first.
+  function flat(s) { return typeof s === "string" ? apply(slice, s, [0]) : s; }
 
   function callSync(tool, args) {
     let text;
@@ -28,7 +33,7 @@
       throw new TypeError(`the arguments of ${tool} are not JSON: ${e && e.message}`);
     }
     if (typeof text !== "string") text = "null";
-    const answer = bridge(tool, text);
+    const answer = bridge(flat(tool), flat(text));
     if (typeof answer !== "string") throw new Error("the tool bridge failed");
     if (answer[0] === "o") return parse(answer.slice(1));
     throw new Error(answer.slice(1));
@@ -138,7 +143,7 @@
   function report(kind, payload, stack) {
     if (reported) return;
     reported = true;
-    done(kind, payload, stack);
+    done(flat(kind), flat(payload), flat(stack));
   }
   let outputLimit = Infinity;
   function returned(value) {

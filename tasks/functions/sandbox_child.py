@@ -29,7 +29,8 @@ import quickjs
 
 OUT = sys.stdout.buffer
 IN = sys.stdin.buffer
-FRAME_LINE = re.compile(r"\(<input>:(\d+)\)|at <input>:(\d+)")
+# QuickJS-ng: "at f (<input>:LINE:COLUMN)" or, for a syntax error, "at <input>:LINE:COLUMN".
+FRAME_LINE = re.compile(r"\(<input>:(\d+)(?::(\d+))?\)|at <input>:(\d+)(?::(\d+))?")
 # The prelude is evaluated far down so its stack frames never look like the user's code.
 PRELUDE_LINE_BASE = 100_000
 CHECK_LIMITS = {"memory_bytes": 64 << 20, "cpu_seconds": 2.0, "output_bytes": 1 << 16}
@@ -63,11 +64,17 @@ def read_line():
 
 
 def user_line(stack):
+    return user_position(stack)[0]
+
+
+def user_position(stack):
+    """(line, column) of the first frame in the user's code; (None, None) when none is."""
     for m in FRAME_LINE.finditer(stack or ""):
-        n = int(m.group(1) or m.group(2))
+        n = int(m.group(1) or m.group(3))
         if n < PRELUDE_LINE_BASE:
-            return n
-    return None
+            column = m.group(2) or m.group(4)
+            return n, int(column) if column else None
+    return None, None
 
 
 def classify(message):
@@ -152,8 +159,10 @@ def compile_code(ctx, code):
         message = text.splitlines()[0] if text else "SyntaxError"
         if not message.startswith("SyntaxError"):
             return None, (message, None, None)
-        line = user_line(text)
-        return None, (message, line, column_of(ctx, code, message, line))
+        line, column = user_position(text)
+        # The engine names the column; the search by prefixes is for one that does not (it
+        # evaluates the code again and again).
+        return None, (message, line, column if column else column_of(ctx, code, message, line))
     # The function's source must be the whole text: code that closes the wrapper's braces
     # early ("}); ...; (async function(){") would otherwise change what runs.
     if not isinstance(fn, quickjs.Object) or "(" + SOURCE_OF(fn) + ")" != code:

@@ -86,8 +86,29 @@
     catch(reject) { return this.then(undefined, reject); }
   }
   const db = freeze({ from: (table) => new Query(table) });
+  // OpenAI's client, as code written for it calls it; the operator's provider answers.
+  const openai = freeze({ chat: freeze({ completions: freeze({
+    create: (request) => call("openai.chat", request === undefined ? null : request),
+  }) }) });
+
+  // console.* as log events (each a recorded call, like tools.log).
+  function shown(v) {
+    if (typeof v === "string") return v;
+    try { const s = stringify(v); if (typeof s === "string") return s; } catch (_) { /**/ }
+    return String(v);
+  }
+  function logAt(level) {
+    return function (...args) {
+      callSync("log", { message: args.map(shown).join(" "), data: null, level });
+    };
+  }
+  const console = freeze({ log: logAt("info"), info: logAt("info"), debug: logAt("debug"),
+                           warn: logAt("warn"), error: logAt("error") });
+  defineProperty(G, "console", { value: console, writable: true, configurable: true });
 
   const tools = freeze({
+    supabase: db, // the Tasker name for the same client
+    openai,
     llm: (prompt, opts) => call("llm", defined({
       prompt,
       system: opts && opts.system,

@@ -27,8 +27,8 @@ __all__ = ["Failed", "Limits", "OnCall", "Paused", "Returned", "SandboxUnavailab
 
 # The tools prelude.js installs: the one list of their names (tasks.functions.tools sorts
 # them by how they are performed).
-TOOLS = frozenset({"llm", "websearch", "keystore.get", "log", "tasks.run", "memory.get",
-                   "memory.set", "db", "now", "random"})
+TOOLS = frozenset({"llm", "openai.chat", "websearch", "keystore.get", "log", "tasks.run",
+                   "memory.get", "memory.set", "db", "now", "random"})
 LINE_SLACK = 64 << 10  # a protocol line is its JSON payload plus this much envelope
 CHECK_LIMIT_SECONDS = 5.0  # compiling never takes this long; a child that does is killed
 

@@ -28,7 +28,7 @@ from tasks.settings import get_settings
 # The tool names are tasks.functions.sandbox.TOOLS (what the prelude installs). Of them, these
 # are performed after the pass stops, each as its own step; NESTED is a child job; the rest
 # are answered at once, inside their step.
-REAL_TIME = ("llm", "websearch")
+REAL_TIME = ("llm", "openai.chat", "websearch")
 NESTED = "tasks.run"
 PROMPT_MAX = 100_000  # characters
 MAX_TOKENS = 4096
@@ -116,14 +116,19 @@ def read_secret(project_id: uuid.UUID, name: Any) -> str | None:
     return keystore.read(str(project_id), [name]).get(name)
 
 
+LOG_LEVELS = ("debug", "info", "warn", "error")
+
+
 def _log(args: dict[str, Any], who: Caller) -> Any:
     message = args.get("message")
     text = message if isinstance(message, str) else str(message)
     text = who.secrets.text(text.replace("\x00", "\\0"))[:LOG_MAX]
     payload = who.secrets.scrub(args.get("data"))
+    level = args.get("level")
+    extra = {"level": level} if level in LOG_LEVELS else {}  # console.* says which
     encoded = to_json(payload, "log data")
     if len(encoded.encode()) <= get_settings().event_data_max_bytes:
-        who.ctx.emit("log", text, {"source": "function", "data": payload})
+        who.ctx.emit("log", text, {"source": "function", "data": payload, **extra})
         return None
     # The claim check: the whole data as an artifact of the job, the event its reference
     # and a preview (a feed every stream of the project reads holds no megabytes).
@@ -134,7 +139,8 @@ def _log(args: dict[str, Any], who: Caller) -> Any:
     except QuotaExceeded as over:
         raise ToolError(f"log: {over}") from None
     who.ctx.emit("log", text, {"source": "function", "artifact_id": stored["id"],
-                               "bytes": stored["size"], "preview": encoded[:PREVIEW_CHARS]})
+                               "bytes": stored["size"], "preview": encoded[:PREVIEW_CHARS],
+                               **extra})
     return None
 
 
@@ -162,6 +168,62 @@ def _llm(args: dict[str, Any], who: Caller) -> Any:
     return result.text
 
 
+FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
+                  "tool_use": "tool_calls"}
+MAX_MESSAGES = 200
+
+
+def _openai_chat(args: dict[str, Any], who: Caller) -> Any:
+    """`tools.openai.chat.completions.create({model, messages, max_tokens?, temperature?})`
+    through the configured provider, answered in OpenAI's chat.completion shape. The model
+    name is advisory: the operator's provider and model answer."""
+    messages = args.get("messages")
+    if not isinstance(messages, list) or not 1 <= len(messages) <= MAX_MESSAGES:
+        raise ToolError(f"openai.chat.completions.create: messages must be a list of 1 to "
+                        f"{MAX_MESSAGES} {{role, content}} objects")
+    system: list[str] = []
+    turns: list[dict[str, str]] = []
+    total = 0
+    for n, m in enumerate(messages):
+        role = m.get("role") if isinstance(m, dict) else None
+        content = m.get("content") if isinstance(m, dict) else None
+        if role not in ("system", "developer", "user", "assistant") or not isinstance(
+                content, str):
+            raise ToolError(f"openai.chat.completions.create: messages[{n}] must be "
+                            "{role: system|user|assistant, content: string}")
+        total += len(content)
+        if total > PROMPT_MAX:
+            raise ToolError(f"openai.chat.completions.create: the messages are over "
+                            f"{PROMPT_MAX} characters")
+        if role in ("system", "developer"):
+            system.append(content)
+        else:
+            turns.append({"role": role, "content": content})
+    if not turns or turns[0]["role"] != "user":
+        raise ToolError("openai.chat.completions.create: the first message after the system "
+                        "ones must be the user's")
+    max_tokens = args.get("max_tokens", args.get("max_completion_tokens", 1024))
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) \
+            or not 1 <= max_tokens <= MAX_TOKENS:
+        raise ToolError(f"openai.chat.completions.create: max_tokens must be a whole number "
+                        f"from 1 to {MAX_TOKENS}")
+    last_user = next(t["content"] for t in reversed(turns) if t["role"] == "user")
+    req = LLMRequest(purpose="function_llm", max_tokens=max_tokens, messages=turns,
+                     system="\n\n".join(system) or "You are a helpful assistant.",
+                     context={"user_message": last_user})
+    result = call_llm(get_client(), req, project_id=who.ctx.project_id,
+                      job_id=who.ctx.job_id, step_seq=who.ctx.current_step)
+    usage = result.usage
+    return {"id": "chatcmpl-" + who.seed.replace(":", "-"), "object": "chat.completion",
+            "created": int(who.ctx.clock.now().timestamp()),
+            "model": result.model or str(args.get("model") or ""),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
+                         "finish_reason": FINISH_REASONS.get(result.stop_reason or "", "stop")}],
+            "usage": {"prompt_tokens": usage.input_tokens,
+                      "completion_tokens": usage.output_tokens,
+                      "total_tokens": usage.input_tokens + usage.output_tokens}}
+
+
 def _websearch(args: dict[str, Any], who: Caller) -> Any:
     query = _text(args, "query", "websearch", limit=QUERY_MAX)
     assert query is not None
@@ -172,4 +234,5 @@ def _websearch(args: dict[str, Any], who: Caller) -> Any:
 
 
 _HANDLERS = {"db": _db, "memory.get": _memory_get, "memory.set": _memory_set, "log": _log,
-             "now": _now, "random": _random, "llm": _llm, "websearch": _websearch}
+             "now": _now, "random": _random, "llm": _llm, "openai.chat": _openai_chat,
+             "websearch": _websearch}

@@ -349,3 +349,40 @@ return await tools.tasks.run("ask", {});
     assert job["status"] == "failed"
     assert "non-deterministic function: call 2 was db(" in job["last_error"]
     assert "and is now log(" in job["last_error"], job["last_error"]
+
+
+def test_a_tasker_style_function_uses_supabase_openai_and_console(
+        worker, project, anthropic_model: FakeAnthropic) -> None:  # noqa: F811
+    # Issue 25.2: the seed's tool surface, as code written for it reads
+    anthropic_model.script = lambda body: [{"type": "text", "text": "Bonjour"}]
+    save(project, "greeter", """
+export async function runTask(input, tools) {
+  console.log("greeting", input.name, {lang: input.lang});
+  const completion = await tools.openai.chat.completions.create({
+    model: "gpt-4o-mini",
+    messages: [{role: "system", content: "Translate."}, {role: "user", content: "Hello"}],
+    max_tokens: 50,
+  });
+  const text = completion.choices[0].message.content;
+  await tools.supabase.from("function_data").insert({collection: "greetings", doc: {text}});
+  const { data } = await tools.supabase.from("function_data").select("doc")
+    .eq("collection", "greetings");
+  console.warn("stored", data.length);
+  return { text, finish: completion.choices[0].finish_reason,
+           tokens: completion.usage.total_tokens, object: completion.object, rows: data };
+}
+""")
+    job = run(project, "greeter", {"name": "Ada", "lang": "fr"})
+    assert job["status"] == "completed", job["last_error"]
+    out = job["result"]["output"]
+    assert out["text"] == "Bonjour" and out["finish"] == "stop"
+    assert out["object"] == "chat.completion" and out["tokens"] > 0
+    assert out["rows"] == [{"doc": {"text": "Bonjour"}}]
+    # The model got the system message as its system prompt, and the user's turn
+    [request] = anthropic_model.received
+    assert "Translate." in str(request.body.get("system"))
+    assert request.body["messages"][-1]["content"] in ("Hello", [{"type": "text",
+                                                                  "text": "Hello"}])
+    logs = [(e["message"], e["data"].get("level")) for e in events(job["id"])
+            if e["type"] == "log"]
+    assert logs == [('greeting Ada {"lang":"fr"}', "info"), ("stored 1", "warn")]

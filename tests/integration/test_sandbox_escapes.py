@@ -34,6 +34,7 @@ STANDARD_GLOBALS = {
     # ES2022-2025, in QuickJS-ng (issue 25: the built-ins models use)
     "SuppressedError", "Iterator", "queueMicrotask", "DisposableStack", "AsyncDisposableStack",
     "Float16Array", "WeakRef", "FinalizationRegistry", "DOMException", "btoa", "atob",
+    "console",  # the prelude's: each line a recorded log call
 }
 
 

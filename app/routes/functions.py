@@ -68,9 +68,11 @@ def _function(project: Project, name: str, version: int | None) -> store.Functio
 
 @bp.post("/api/projects/<pid>/functions")
 def save_function(pid: str):
-    project = _project(pid)
     body = parse_body(FunctionBody)
+    # Checked before the request borrows a database connection: the check may take its
+    # whole limit (hostile code runs while it is compiled), and must not hold one meanwhile.
     problem = sandbox.check_syntax(body.code)
+    project = _project(pid)
     if problem is not None:
         raise ApiError(422, "invalid_function", f"syntax error at line {problem.line}, column "
                        f"{problem.column}: {problem.message}",

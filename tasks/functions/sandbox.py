@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tasks.engine.errors import RetryableError
 from tasks.functions import shapes
 from tasks.functions.sandbox_pool import Child, SandboxUnavailable, get_pool
 
@@ -30,7 +32,21 @@ __all__ = ["Failed", "Limits", "OnCall", "Paused", "Returned", "SandboxUnavailab
 TOOLS = frozenset({"llm", "openai.chat", "websearch", "keystore.get", "log", "tasks.run",
                    "memory.get", "memory.set", "db", "now", "random"})
 LINE_SLACK = 64 << 10  # a protocol line is its JSON payload plus this much envelope
-CHECK_LIMIT_SECONDS = 5.0  # compiling never takes this long; a child that does is killed
+CHECK_LIMIT_SECONDS = 2.0  # compiling never takes this long; a child that does is killed
+# Syntax checks at once per process (the web's saves): code written to break out of the
+# wrapper runs while it is compiled, within the check's limits, and thirty hostile saves
+# must not take the machine's cores from every other request. The rest wait their turn.
+CHECKS_AT_ONCE = threading.BoundedSemaphore(2)
+CHECK_WAIT_SECONDS = 10.0
+
+
+class ChecksBusy(RetryableError):
+    """Too many syntax checks are waiting in this process: try again in a moment."""
+
+    http_status, code = 503, "checks_busy"
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "2"}
 
 
 @dataclass(frozen=True)
@@ -81,7 +97,17 @@ Outcome = Returned | Failed | Paused
 
 
 def check_syntax(code: str) -> SyntaxProblem | None:
-    """None when the code compiles (either shape); else the first problem, 1-based."""
+    """None when the code compiles (either shape); else the first problem, 1-based.
+    Callers hold no database connection while this runs (it may take its whole limit)."""
+    if not CHECKS_AT_ONCE.acquire(timeout=CHECK_WAIT_SECONDS):
+        raise ChecksBusy("too many functions are being checked at once on this server")
+    try:
+        return _check_syntax(code)
+    finally:
+        CHECKS_AT_ONCE.release()
+
+
+def _check_syntax(code: str) -> SyntaxProblem | None:
     wrapped = shapes.wrap(code)
     child = get_pool().take()
     try:

@@ -33,7 +33,8 @@ IN = sys.stdin.buffer
 FRAME_LINE = re.compile(r"\(<input>:(\d+)(?::(\d+))?\)|at <input>:(\d+)(?::(\d+))?")
 # The prelude is evaluated far down so its stack frames never look like the user's code.
 PRELUDE_LINE_BASE = 100_000
-CHECK_LIMITS = {"memory_bytes": 64 << 20, "cpu_seconds": 2.0, "output_bytes": 1 << 16}
+# Compiling takes milliseconds; code written to run while it is compiled gets little more.
+CHECK_LIMITS = {"memory_bytes": 64 << 20, "cpu_seconds": 0.5, "output_bytes": 1 << 16}
 
 
 def send(obj):
@@ -147,6 +148,7 @@ def lock_down():
         os.closerange(3, 1024)
 
 
+UNBALANCED = "SyntaxError: unbalanced braces: the code closes more blocks than it opens"
 SOURCE_OF = None  # set at warm-up: a JS function giving a function's source text
 
 
@@ -166,8 +168,7 @@ def compile_code(ctx, code):
     # The function's source must be the whole text: code that closes the wrapper's braces
     # early ("}); ...; (async function(){") would otherwise change what runs.
     if not isinstance(fn, quickjs.Object) or "(" + SOURCE_OF(fn) + ")" != code:
-        return None, ("SyntaxError: unbalanced braces: the code closes more blocks than it "
-                      "opens", None, None)
+        return None, (UNBALANCED, None, None)
     return fn, None
 
 
@@ -227,10 +228,15 @@ def main():
         state.checking = True
         apply_run_limits(CHECK_LIMITS)
         ctx.set_memory_limit(CHECK_LIMITS["memory_bytes"])
+        # The engine's own interrupt: a loop run while compiling ends in half a second, not
+        # at the process's whole-second CPU limit or the parent's wall clock.
+        ctx.set_time_limit(CHECK_LIMITS["cpu_seconds"])
         _fn, problem = compile_code(ctx, job["code"])
         if problem is None:
             finish({"t": "syntax_ok"})
         message, line, column = problem
+        if message.startswith("InternalError: interrupted"):  # it ran: it left the wrapper
+            message = UNBALANCED
         finish({"t": "syntax", "message": message, "line": line, "column": column})
 
     limits = job["limits"]

@@ -91,3 +91,38 @@ def test_another_owners_functions_are_not_found(alice: Caller, bob: Caller) -> N
     assert bob.post(url(alice, "/mine/runs"), {"input": 1}).status_code == 404
     assert bob.get(url(bob, "/mine")).status_code == 404  # not in bob's own project either
     assert rows() == 1
+
+
+def test_thirty_hostile_saves_at_once_leave_the_web_answering(alice: Caller) -> None:  # noqa: F811
+    # Issue 25.5: code written to break out of the wrapper runs while it is compiled; each
+    # check is bounded (0.5 s of CPU), a few at a time, and holds no database connection.
+    import threading
+    import time
+
+    hostile = "}}); for (;;) {} (async function () {{"  # closes the wrapper's two braces
+    answers: list[int] = []
+
+    app = alice.client.application
+    auth = alice.headers()
+
+    def save(n: int) -> None:  # a client per thread, as a server has a request per thread
+        r = app.test_client().post(url(alice), json={"name": f"evil{n}", "code": hostile},
+                                   headers=auth)
+        answers.append(r.status_code)
+
+    threads = [threading.Thread(target=save, args=(n,)) for n in range(30)]
+    for t in threads:
+        t.start()
+    slowest = 0.0
+    while any(t.is_alive() for t in threads):
+        started = time.monotonic()
+        r = app.test_client().get("/api/projects", headers=auth)
+        slowest = max(slowest, time.monotonic() - started)
+        assert r.status_code == 200
+        time.sleep(0.05)
+    for t in threads:
+        t.join()
+    assert slowest < 1.0, f"/api/projects took {slowest:.2f} s while the saves were checked"
+    # Each save refused, none stored; a busy server says so with Retry-After
+    assert len(answers) == 30 and set(answers) <= {422, 503}, answers
+    assert rows() == 0

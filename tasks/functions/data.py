@@ -38,6 +38,7 @@ MAX_ROWS = 1000  # a select's rows at most (supabase's default cap too)
 MAX_ANSWER_BYTES = 1 << 20
 _BYTES, _ORDINAL = "__sy_bytes", "__sy_n"  # bookkeeping columns, never shown
 MAX_INSERT = 100  # rows per insert
+STATEMENT_TIMEOUT_MS = 5000  # one db tool statement at most (the worker's own is a minute)
 COLLECTION_MAX = 200
 DEFAULT_COLLECTION = "default"
 
@@ -69,8 +70,11 @@ def run(project_id: uuid.UUID | str, request: Any, *, seed: str) -> dict[str, An
         statement = build(str(project_id), request, seed)
         capped = statement.capped
         rows = _measured_write(statement, str(project_id)) \
-            if statement.writes or statement.grows else pg.fetch_dicts(
-                *(_capped(statement) if capped else (statement.sql, statement.params)))
+            if statement.writes or statement.grows else _read(statement)
+    except psycopg.errors.QueryCanceled:
+        return {"data": None, "error": {"code": "57014", "message": (
+            f"the query ran longer than {STATEMENT_TIMEOUT_MS // 1000} s and was stopped "
+            "(nothing was changed): filter on fewer rows, or add .limit()")}}
     except QuotaExceeded as over:
         return {"data": None, "error": {"message": f"{over}; nothing was written"}}
     except _TooBig as big:
@@ -94,10 +98,24 @@ def run(project_id: uuid.UUID | str, request: Any, *, seed: str) -> dict[str, An
                      for row in rows], "error": None}
 
 
+def _read(statement: Statement) -> list[dict[str, Any]]:
+    with pg.transaction() as conn:
+        _time_limit(conn)
+        sql = _capped(statement) if statement.capped else (statement.sql, statement.params)
+        return conn.cursor(row_factory=dict_row).execute(*sql).fetchall()
+
+
+def _time_limit(conn: psycopg.Connection) -> None:
+    """A function's statement gets seconds, not the worker's minute: the transaction's own
+    limit, gone with it."""
+    conn.execute(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
+
+
 def _measured_write(statement: Statement, project_id: str) -> list[dict[str, Any]]:
     """Run a write in a transaction that is rolled back when its answer is over the cap (the
     rows it changed are only known once it has run) or the owner's data over its quota."""
     with pg.transaction() as conn:
+        _time_limit(conn)
         sql = _capped(statement) if statement.capped else (statement.sql, statement.params)
         rows = conn.cursor(row_factory=dict_row).execute(*sql).fetchall()
         size = rows[0][_BYTES] if rows and statement.capped else 0

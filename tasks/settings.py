@@ -62,6 +62,15 @@ def env_bool(name: str, default: bool) -> bool:
     raise SettingsError(f"{name} must be a boolean (true/false), got {raw!r}")
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw not in choices:
+        raise SettingsError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw
+
+
 def env_str_map(name: str) -> tuple[tuple[str, str], ...]:
     """A JSON object of strings to strings (e.g. {"engineer": "code.run_task"}), or ()."""
     raw = os.environ.get(name, "").strip()
@@ -249,6 +258,9 @@ class Settings:
     # whether a root worker may run them as root when uid 65534 cannot (a weaker fence).
     function_pool_size: int = 2
     function_sandbox_same_user: bool = False
+    # "strict": a function's child runs under bubblewrap or not at all; "weak" accepts
+    # unshare/setpriv where they work, else none (tasks.functions.sandbox_pool).
+    function_fences: str = "strict"
     # tasks.coding: the directories a tenant may clone from by path or file:// (none by
     # default: a tenant must never clone the server's own files), and the caps of the
     # `run` tool (a shell in the job's workspace).
@@ -459,6 +471,7 @@ def get_settings() -> Settings:
         artifacts_s3_secret_access_key=env_str("SWITCHYARD_ARTIFACTS_S3_SECRET_ACCESS_KEY", ""),
         function_pool_size=env_int("SWITCHYARD_FUNCTION_POOL_SIZE", 2),
         function_sandbox_same_user=env_bool("SWITCHYARD_FUNCTION_SANDBOX_SAME_USER", False),
+        function_fences=env_choice("SWITCHYARD_FUNCTION_FENCES", "strict", ("strict", "weak")),
         workflow_parallel=min(MAX_WORKFLOW_PARALLEL,
                               env_int("SWITCHYARD_WORKFLOW_PARALLEL", 4, minimum=1)),
         local_repos=tuple(Path(d).resolve() for d in

@@ -138,7 +138,8 @@ def _functions() -> Iterator[Check]:
                     else "starts" + weak)
     except Exception as exc:  # SandboxUnavailable or a missing package
         yield Check("functions", "JS sandbox", False, str(exc),
-                    "apt-get install -y util-linux; enable unprivileged user namespaces")
+                    "apt-get install -y bubblewrap python3 util-linux; enable unprivileged user "
+                    "namespaces (or SWITCHYARD_FUNCTION_FENCES=weak, weaker fences)")
 
 
 # --- one check each ----------------------------------------------------------------------

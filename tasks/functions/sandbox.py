@@ -243,7 +243,8 @@ def _ended(child: Child, what: str) -> Failed:
     """The child is gone without a verdict: say how it ended."""
     child.kill()
     code = child.proc.returncode
-    if code in (-signal.SIGXCPU, -signal.SIGKILL):
+    # bubblewrap reports its command's death by a signal as 128 + the signal
+    if code in (-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU, 128 + signal.SIGKILL):
         # RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL at the hard one.
         return Failed("timeout", "the JS used more than its CPU time")
     return Failed("crashed", f"{what} (exit {code})")

@@ -25,7 +25,11 @@ import re
 import resource
 import sys
 
-import quickjs
+# Under bubblewrap the interpreter is the system's and quickjs-ng a read-only copy whose
+# directory comes as the one argument (-I ignores PYTHONPATH).
+sys.path[:0] = sys.argv[1:2]
+
+import quickjs  # noqa: E402 - after the path it may come from
 
 OUT = sys.stdout.buffer
 IN = sys.stdin.buffer

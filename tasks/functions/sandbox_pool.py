@@ -3,8 +3,10 @@
 A child is `python -I -c <sandbox_child.py>` started behind these fences, each a plain
 util-linux tool in front of it (no preexec_fn: the Celery worker runs threads):
 
-- `unshare --net`: a network namespace of its own, with no interface but a down
-  loopback (as root; unprivileged, through a user namespace when the kernel allows it);
+- bubblewrap: a mount namespace of its own in which the system and the interpreter are
+  read-only and nothing else is there (no data dir, no home, no /proc, no writable path), a
+  network namespace with no interface but a loopback, a PID namespace, no nested user
+  namespaces, a new session;
 - `setpriv`: a root worker's child runs as nobody (65534), no new privileges, no
   capabilities, no supplementary groups;
 - an empty environment (nothing of the worker's: DATABASE_URL, SWITCHYARD_SECRET_KEY),
@@ -13,9 +15,11 @@ util-linux tool in front of it (no preexec_fn: the Celery worker runs threads):
   RLIMIT_NPROC 0, RLIMIT_CORE 0, descriptors above 2 closed; at its run RLIMIT_AS and
   RLIMIT_CPU (hard), and QuickJS's own memory limit.
 
-Where a fence cannot be had (no namespace: an unprivileged worker on a kernel without user
-namespaces), the child still runs, with QuickJS's lack of any I/O API as the remaining
-fence; `fences()` says which are up, and a warning is logged once.
+Where those fences cannot be made (bubblewrap missing, user namespaces refused) no child is
+started: function.run fails naming what is missing, and `switchyard doctor` says so. Only
+an operator's explicit SWITCHYARD_FUNCTION_FENCES=weak accepts less: `unshare --net` and
+setpriv where they work, else no namespace at all, with QuickJS's lack of any I/O API as the
+remaining fence (a warning is logged once).
 
 The pool keeps `size` children warm (imported, prelude evaluated, waiting on stdin); each
 serves ONE run and exits, so nothing leaks from one run to the next. A background thread
@@ -41,6 +45,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks.engine.errors import PermanentError
 from tasks.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -50,8 +55,9 @@ CHILD_UID = CHILD_GID = 65534  # nobody / nogroup
 START_TIMEOUT = 30.0  # a cold start on a loaded 2-core machine; normally ~50 ms
 
 
-class SandboxUnavailable(RuntimeError):
-    """No child could be started (python or quickjs unreadable, namespaces refused...)."""
+class SandboxUnavailable(PermanentError):
+    """No child could be started (python or quickjs unreadable, namespaces refused...):
+    retrying cannot help, the operator must install or allow what is missing."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,8 @@ class Fences:
     prefix: tuple[str, ...]  # argv in front of python
     network_namespace: bool
     unprivileged_uid: bool
+    python: str = sys.executable  # the interpreter the child runs
+    path: tuple[str, ...] = ()  # where it finds quickjs-ng, when not in its own site-packages
 
 
 
@@ -66,22 +74,92 @@ _fences: Fences | None = None
 _fences_lock = threading.Lock()
 
 
-def _works(prefix: list[str]) -> bool:
+def _works(prefix: list[str], python: str = sys.executable, path: tuple[str, ...] = ()) -> bool:
+    probe = "import sys; sys.path[:0] = sys.argv[1:2]; import quickjs"
     try:
-        done = subprocess.run([*prefix, sys.executable, "-I", "-c", "import quickjs"],
+        done = subprocess.run([*prefix, python, "-I", "-c", probe, *path],
                               env={}, capture_output=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
 
 
+SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+WEAK_HINT = ("SWITCHYARD_FUNCTION_FENCES=weak accepts weaker fences (unshare and setpriv "
+             "where they work, else none: documented as such)")
+
+
+RUNTIME_DIR = "/run/switchyard-js"  # where the copy of quickjs-ng is bound
+
+
+def system_python() -> str | None:
+    """The interpreter a sandboxed child runs: the worker's own where it is part of the
+    system, else the system's python3 (a virtualenv's may sit where nobody can pass)."""
+    own = os.path.realpath(sys.executable)
+    if own.startswith("/usr/"):
+        return own
+    return "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else None
+
+
+def runtime_copy() -> Path:
+    """quickjs-ng's files, copied once per version beside the data (which the sandbox user
+    can pass through, unlike wherever the worker's virtualenv lives), read-only."""
+    import importlib.metadata
+    import importlib.util
+
+    spec, package = importlib.util.find_spec("_quickjs"), importlib.util.find_spec("quickjs")
+    if spec is None or spec.origin is None or package is None \
+            or not package.submodule_search_locations:
+        raise SandboxUnavailable("the quickjs-ng package is not installed (pip install -e .)")
+    version = importlib.metadata.version("quickjs-ng")
+    target = get_settings().data_dir / "js-runtime" / version
+    if not (target / "quickjs" / "__init__.py").is_file():
+        partial = target.with_name(f"{version}.{os.getpid()}")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(package.submodule_search_locations[0], partial / "quickjs",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy2(spec.origin, partial / Path(spec.origin).name)
+        for base, _, files in os.walk(partial):
+            os.chmod(base, 0o755)
+            for name in files:
+                os.chmod(os.path.join(base, name), 0o644)
+        for parent in (target.parent, target.parent.parent):
+            parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(target.parent, 0o755)
+        try:
+            partial.rename(target)
+        except OSError:  # another process made it first
+            shutil.rmtree(partial, ignore_errors=True)
+    return target
+
+
+def bwrap_argv(bwrap: str, drop: list[str], runtime: Path) -> list[str]:
+    """bubblewrap in front of the child's python: the system read-only, quickjs-ng's copy
+    read-only, nothing else of the machine, every namespace of its own."""
+    binds: list[str] = []
+    for name in SYSTEM_DIRS:
+        path = Path("/") / name
+        if path.is_symlink():
+            binds += ["--symlink", os.readlink(path), f"/{name}"]
+        elif path.is_dir():
+            binds += ["--ro-bind", str(path), f"/{name}"]
+    return [*drop, bwrap, "--unshare-user", "--unshare-net", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", "--disable-userns", "--die-with-parent",
+            "--new-session", *binds, "--ro-bind", str(runtime), RUNTIME_DIR,
+            "--dev", "/dev", "--proc", "/proc", "--chdir", "/", "--remount-ro", "/", "--",
+            # bubblewrap sets PWD at exec: nothing of any environment reaches the child
+            "/usr/bin/env", "-i"]
+
+
 def fences() -> Fences:
-    """The best fences this machine gives, probed once per process."""
+    """The fences this machine gives, probed once per process: bubblewrap's, or a refusal
+    (unless the operator accepted weaker ones)."""
     global _fences
     with _fences_lock:
         if _fences is not None:
             return _fences
         unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
+        bwrap = shutil.which("bwrap")
         root = os.geteuid() == 0
         drop: list[str] = []
         if root and setpriv:
@@ -89,6 +167,24 @@ def fences() -> Fences:
                     "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"]
         elif setpriv:
             drop = [setpriv, "--no-new-privs", "--"]
+        python = system_python()
+        if bwrap and python and (drop or not root):
+            prefix = bwrap_argv(bwrap, drop, runtime_copy())
+            if _works(prefix, python, (RUNTIME_DIR,)):
+                _fences = Fences(tuple(prefix), True, root, python, (RUNTIME_DIR,))
+                return _fences
+        why = ("bubblewrap is not installed (apt-get install -y bubblewrap)" if not bwrap
+               else "no system python3 for the sandbox (apt-get install -y python3)"
+               if not python
+               else "setpriv (util-linux) is missing: a root worker's child must not run as "
+               "root" if root and not drop
+               else f"bubblewrap cannot make the sandbox here (user namespaces refused, or uid "
+               f"{CHILD_UID} cannot pass through the data dir to quickjs-ng's copy)")
+        if get_settings().function_fences != "weak":
+            raise SandboxUnavailable(f"the JS sandbox's fences cannot be made: {why}; "
+                                     f"{WEAK_HINT}")
+        log.warning("JS sandbox: %s; SWITCHYARD_FUNCTION_FENCES=weak: trying weaker fences",
+                    why)
         candidates: list[tuple[list[str], bool]] = []
         if unshare:
             if root:
@@ -149,6 +245,7 @@ class Child:
     def __init__(self, proc: subprocess.Popen[bytes]):
         self.proc = proc
         self.pid = proc.pid
+        self._runner: int | None = None
         self.owner = os.getpid()
         self._buf = b""
         assert proc.stdout is not None and proc.stdin is not None
@@ -185,10 +282,27 @@ class Child:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def runner_pid(self) -> int:
+        """The process that runs the JS: under bubblewrap, the last of bwrap's descendants
+        (bwrap, its init, python), else the child itself."""
+        if self._runner is None:
+            pid = self.pid
+            for _ in range(4):
+                try:
+                    with open(f"/proc/{pid}/task/{pid}/children") as f:
+                        found = f.read().split()
+                except OSError:
+                    break
+                if not found:
+                    break
+                pid = int(found[-1])
+            self._runner = pid
+        return self._runner
+
     def cpu_seconds(self) -> float | None:
-        """User + system CPU time of the child, from /proc (None where unreadable)."""
+        """User + system CPU time of the JS's process, from /proc (None where unreadable)."""
         try:
-            with open(f"/proc/{self.pid}/stat") as f:
+            with open(f"/proc/{self.runner_pid()}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             return None
@@ -211,7 +325,7 @@ class Child:
 def start_child() -> Child:
     """Start a child and wait until it is warm (prelude evaluated, locked down)."""
     f = fences()
-    argv = [*f.prefix, sys.executable, "-I", "-c", child_source()]
+    argv = [*f.prefix, f.python, "-I", "-c", child_source(), *f.path]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env={}, cwd=empty_dir(),
                             close_fds=True, start_new_session=True)

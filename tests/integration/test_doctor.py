@@ -52,8 +52,12 @@ def test_missing_parts_fail_their_system_only_with_the_fix(tmp_path: Path) -> No
     assert "coding agent: NOT READY" in done.stdout
     assert "fix: apt-get install -y ripgrep" in done.stdout
     assert "fix: apt-get install -y bubblewrap" in done.stdout
-    assert "engine: ready" in done.stdout and "functions: ready" in done.stdout
-    assert "coding agent lacks ripgrep, bubblewrap sandbox" in done.stdout
+    assert "engine: ready" in done.stdout
+    # Functions fail closed without bubblewrap too (issue 25.4), and say how to fix it
+    assert "functions: NOT READY" in done.stdout
+    assert "coding agent lacks ripgrep, bubblewrap sandbox; functions lacks JS sandbox" \
+        in done.stdout
+    assert "bubblewrap is not installed" in done.stdout
 
 
 def test_the_summary_names_each_system_that_cannot_run_and_what_it_lacks() -> None:

@@ -8,16 +8,19 @@ whole file stays fast; no assertion depends on how fast the machine is.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from tasks.engine.errors import PermanentError
 from tasks.functions import sandbox
 from tasks.functions.sandbox import Failed, Limits, Paused, Returned, Suspended, SyntaxProblem
 from tasks.functions.sandbox_pool import Child, fences, get_pool
+from tasks.settings import get_settings
 
 SMALL = Limits(memory_bytes=16 << 20, cpu_seconds=0.5, wall_seconds=20.0,
                output_bytes=64 << 10, max_calls=20)
@@ -358,8 +361,10 @@ def test_the_parent_fences_a_child_that_breaks_the_protocol(script: str, kind: s
 
 
 def _pool_child_pid() -> tuple[Child, int]:
+    """A warm child and the pid of the process that runs its JS (under bubblewrap: python,
+    bwrap's last descendant)."""
     child = get_pool().take()
-    return child, child.pid
+    return child, child.runner_pid()
 
 
 def test_a_child_has_an_empty_environment_and_no_network_and_no_privileges(
@@ -389,8 +394,12 @@ def test_a_child_has_an_empty_environment_and_no_network_and_no_privileges(
             assert limits["Max processes"] == ["0", "0"]
         fds = os.listdir(f"/proc/{pid}/fd")
         assert sorted(fds) == ["0", "1", "2"]
-        assert os.readlink(f"/proc/{pid}/cwd") not in ("/", os.getcwd())
-        assert os.listdir(os.readlink(f"/proc/{pid}/cwd")) == []
+        # Its own root: a mount namespace in which nothing of the machine but the system is
+        assert os.stat(f"/proc/{pid}/root").st_dev != os.stat("/").st_dev
+        assert os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+        assert os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
+        seen = set(os.listdir(f"/proc/{pid}/root"))
+        assert not seen & {"home", "root", "var", "work", "srv", "data"}, seen
     finally:
         child.kill()
 
@@ -409,3 +418,42 @@ def test_a_forked_process_gets_its_own_pool() -> None:
     os.waitpid(pid, 0)
     assert answer == b"1"
     assert_healthy()
+
+
+@pytest.fixture
+def fences_probed_again(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's fences and pool forgotten before and after the test."""
+    from tasks.functions import sandbox_pool
+
+    def forget() -> None:
+        if sandbox_pool._pool is not None:
+            sandbox_pool._pool.close()
+        sandbox_pool._pool = None
+        sandbox_pool._fences = None
+
+    forget()
+    yield
+    monkeypatch.undo()
+    get_settings.cache_clear()
+    forget()
+
+
+def test_without_bubblewrap_a_function_fails_closed_naming_what_is_missing(
+        fences_probed_again: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 25.4: "the fences fail open" — a refused sandbox was a run with no namespace.
+    from tasks.functions import sandbox_pool
+
+    real = shutil.which
+    monkeypatch.setattr(sandbox_pool.shutil, "which",
+                        lambda name, *a, **k: None if name == "bwrap" else real(name, *a, **k))
+    with pytest.raises(sandbox_pool.SandboxUnavailable, match="bubblewrap is not installed") \
+            as refused:
+        sandbox.run("return 1", None, lambda tool, args: None)
+    assert isinstance(refused.value, PermanentError)  # function.run fails at once
+    assert "SWITCHYARD_FUNCTION_FENCES=weak" in str(refused.value)
+    # Only the operator's explicit opt-out runs it with weaker fences
+    monkeypatch.setenv("SWITCHYARD_FUNCTION_FENCES", "weak")
+    get_settings.cache_clear()
+    sandbox_pool._fences = None
+    assert sandbox.run("return 1", None, lambda tool, args: None) == Returned(1)
+    assert not any(a.endswith("bwrap") for a in sandbox_pool.fences().prefix)

@@ -68,17 +68,18 @@ def _function(project: Project, name: str, version: int | None) -> store.Functio
 
 @bp.post("/api/projects/<pid>/functions")
 def save_function(pid: str):
+    project_id = _project(pid).id
     body = parse_body(FunctionBody)
-    # Checked before the request borrows a database connection: the check may take its
-    # whole limit (hostile code runs while it is compiled), and must not hold one meanwhile.
+    # The check may take its whole limit (hostile code runs while it is compiled): the
+    # request gives its database connection back first, and borrows one again to save.
+    db.release()
     problem = sandbox.check_syntax(body.code)
-    project = _project(pid)
     if problem is not None:
         raise ApiError(422, "invalid_function", f"syntax error at line {problem.line}, column "
                        f"{problem.column}: {problem.message}",
                        {"line": problem.line, "column": problem.column,
                         "problem": problem.message})
-    saved = store.save(project.id, body.name, body.code, language=body.language,
+    saved = store.save(project_id, body.name, body.code, language=body.language,
                        description=body.description)
     return jsonify(FunctionSaved(name=saved.name, version=saved.version).dump()), \
         201 if saved.created else 200

@@ -98,6 +98,12 @@ OPERATIONS = [{
     "include-operation-id": "run_function",
     "checks": {"ensure_resource_availability": {"enabled": False}},
 }, {
+    # An owner keeps at most SWITCHYARD_MAX_PROJECTS_PER_OWNER projects (issue 23): a long
+    # sequence of schema-valid creations meets the quota, a 422 quota_exceeded by design.
+    "include-operation-id": "create_project",
+    "checks": {"positive_data_acceptance": {
+        "expected-statuses": ["2xx", "401", "422", "429"]}},
+}, {
     # Unknown query parameters are ignored, as HTTP servers do; bodies refuse extra keys.
     "include-method": "GET",
     "generation": {**GENERATION, "allow-extra-parameters": False},

@@ -105,7 +105,7 @@ def test_a_code_task_enqueues_code_run_task_with_its_payload(client, alice) -> N
     assert response.json["status_url"] == f"/api/jobs/{job_id}"
     [(jid, job_type, payload, _)] = _jobs(pid)
     assert (jid, job_type) == (job_id, "code.run_task")
-    assert payload == {**body, "max_iterations": 5}
+    assert payload == {**body, "max_iterations": 5, "open_draft_on_failure": True}
     [(queue,)] = tuples("SELECT queue FROM agent_jobs WHERE id = %s", (job_id,))
     assert queue == "agents"
 
@@ -252,7 +252,7 @@ def test_an_issue_labelled_agent_starts_one_job_however_often_it_arrives(
     assert (first.json["job_id"], job_type) == (job_id, "code.run_task")
     assert payload == {"repo_url": f"https://github.com/{REPO}.git", "github_repo": REPO,
                        "task": "#7 Login button does nothing\n\nClicking it logs nothing.",
-                       "branch": None, "max_iterations": 5}
+                       "branch": None, "max_iterations": 5, "open_draft_on_failure": True}
     assert key == f"github:issue:{REPO_ID}:7"
 
     # GitHub redelivers it, and sends `labeled` too for a label given at creation

@@ -128,7 +128,8 @@ def test_a_failing_test_is_fixed_verified_pushed_and_proposed(
     assert [c["name"] for c in calls] == ["list_files", "read_file", "finish", "read_file",
                                           "edit_file", "finish"]
     assert len(events(job_id, "tool_result")) == len(calls)
-    (verified,) = events(job_id, "verify")
+    baseline, verified = events(job_id, "verify")  # before any edit, then round 1
+    assert baseline["baseline"] is True and baseline["passed"] is False
     assert verified["passed"] and "pytest" in verified["commands"][0]
     (diff,) = events(job_id, "diff")
     assert "+    return a + b" in diff["diff"]
@@ -153,7 +154,7 @@ def test_a_repeated_error_switches_to_debug_mode(
     result = job["result"]
     assert (result["tests_passed"], result["debug_mode"], result["iterations"]) == (True, True, 3)
     assert result["pr_url"] is None  # no github_repo: pushed, not proposed
-    rounds = events(job_id, "verify")
+    rounds = [r for r in events(job_id, "verify") if not r.get("baseline")]
     assert [r["passed"] for r in rounds] == [False, False, True]
     (switched,) = events(job_id, "debug_mode")
     assert "assert" in switched["error"]

@@ -37,7 +37,7 @@ def test_a_pull_request_is_opened_once_however_often_it_is_asked_for(gh: FakeGit
     [post] = gh.requests("POST")
     assert post.path == f"/repos/{REPO}/pulls" and post.authorization == f"Bearer {TOKEN}"
     assert post.body == {"title": "Fix the README", "head": "switchyard/0f1e2d3c-fix",
-                         "base": "main", "body": "Done by the agent."}
+                         "base": "main", "body": "Done by the agent.", "draft": False}
     lookup = gh.requests("GET")[0]
     assert lookup.query == {"head": "acme:switchyard/0f1e2d3c-fix", "state": "open"}
 

@@ -15,20 +15,28 @@ require/import). Shape:
 
 export async function runTask(input, tools) { ... return result; }
 
-`input` is JSON; the result must be JSON. Tools (all async but log):
-- await supabase.from(table).select("col, col").eq(col, v).neq/gt/gte/lt/lte/in(...)
-  .order(col, {ascending}).limit(n) -> {data, error}; insert({collection, doc}) /
-  update({doc}).eq(...) / delete().eq(...) on "function_data" (columns id, collection, doc,
-  created_at, updated_at; filter JSON fields as "doc->>field"). Read-only tables: "memory"
-  (category, key, content), "jobs" (id, job_type, status, result, created_at), "packets".
-  `tools.db` is the same client as `supabase`.
-- await tools.llm(prompt, {system, max_tokens}) -> text
+`input` is JSON; the result must be JSON. `supabase` is in scope, and `tools` holds:
+- tools.supabase (the same client): await supabase.from(table).select("col, col")
+  .eq(col, v).neq/gt/gte/lt/lte/in(...).order(col, {ascending}).limit(n) -> {data, error};
+  insert({collection, doc}) / update({doc}).eq(...) / delete().eq(...) on "function_data"
+  (columns id, collection, doc, created_at, updated_at; filter JSON fields as
+  "doc->>field"). Read-only tables: "memory" (category, key, content), "jobs" (id,
+  job_type, status, result, created_at), "packets". `tools.db` is the same client too.
+  e.g. const {data, error} = await tools.supabase.from("function_data").select("doc")
+         .eq("collection", "leads").limit(10);
+- await tools.openai.chat.completions.create({model, messages, max_tokens?}) ->
+  {choices: [{message: {role, content}, finish_reason}], usage}; the model name is advisory.
+  e.g. const c = await tools.openai.chat.completions.create({model: "gpt-4o-mini",
+         messages: [{role: "user", content: "Summarise: " + text}]});
+       const summary = c.choices[0].message.content;
+- await tools.llm(prompt, {system, max_tokens}) -> text (the short form)
 - await tools.websearch(query) -> [{title, url, snippet}]
 - await tools.keystore.get(name) -> string or null (a project secret: never log it)
-- tools.log(message, data)
+- tools.log(message, data), and console.log/info/warn/error (each line a log event)
 - await tools.tasks.run(name, input) -> another function's output
 - await tools.memory.get(category?, key?) / await tools.memory.set(category, key, content)
   (categories: fact, preference, decision, learning, context)
+There is no tools.gapi (no Google account can be reached).
 Date.now() and Math.random() work (they are recorded). The function must make the same
 tool calls in the same order when run again with the same answers.
 
@@ -78,6 +86,12 @@ def dry_call(tool: str, args: Any) -> Any:
         "db": {"data": [], "error": None},
         "memory.get": None if query.get("key") is not None else [],
         "llm": "(a model's answer: this is a test run)",
+        "openai.chat": {"id": "chatcmpl-dry", "object": "chat.completion", "created": 0,
+                        "model": "dry-run", "choices": [{"index": 0, "message": {
+                            "role": "assistant", "content": "(a model's answer: a test run)"},
+                            "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 0, "completion_tokens": 0,
+                                  "total_tokens": 0}},
         "websearch": [],
         "now": int(time.time() * 1000),
         "random": 0.5,

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tasks.engine import pg
 from tasks.functions import store
 from tests.integration.jobdb import new_job, steps, wait_for
 from tests.support.fake_anthropic import FakeAnthropic, anthropic_model, fake_anthropic  # noqa: F401
@@ -70,5 +71,9 @@ def test_the_scripted_provider_writes_a_working_function_offline(worker, project
     run = wait_for(new_job(project, "function.run", {"name": "echo", "input": {"a": 1}}),
                    timeout=60)
     assert run["status"] == "completed", run["last_error"]
+    # Written against the surface the brief documents (issue 25.7), and it runs
     assert run["result"]["output"] == {"function": "echo", "task": "echo the input back",
-                                       "input": {"a": 1}, "remembered": 0}
+                                       "input": {"a": 1}, "rows": 0, "answered": True}
+    code = pg.fetch_value("SELECT code FROM functions WHERE name = 'echo'")
+    assert "tools.openai.chat.completions.create" in code and "console.log" in code
+    assert "tools.supabase.from" in code

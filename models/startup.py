@@ -315,4 +315,7 @@ class FunctionData(Base):
     updated_at: Mapped[datetime] = _now()
 
     __table_args__ = (Index("ix_function_data_project_collection", "project_id", "collection",
-                            "created_at"),)
+                            "created_at"),
+                      # `eq` on a field of a function's own table is containment on doc
+                      Index("ix_function_data_doc", "doc", postgresql_using="gin",
+                            postgresql_ops={"doc": "jsonb_path_ops"}))

@@ -17,7 +17,9 @@ import psycopg
 from psycopg.rows import dict_row
 
 from tasks.engine import pg
+from tasks.functions import collections
 from tasks.functions.tables import (
+    TABLES,
     WRITABLE_COLUMNS,
     QueryProblem,
     Table,
@@ -66,8 +68,12 @@ class _TooBig(Exception):
 def run(project_id: uuid.UUID | str, request: Any, *, seed: str) -> dict[str, Any]:
     """Run one query for the project. `seed` makes inserted ids deterministic (the job and
     the call), so an insert repeated after a crash finds its rows instead of adding twins."""
+    query: collections.Query | None = None
     try:
-        statement = build(str(project_id), request, seed)
+        query = _own_table(str(project_id), request, seed)
+        statement = Statement(query.sql, query.params, capped=query.capped,
+                              writes=query.writes, grows=query.grows) if query \
+            else build(str(project_id), request, seed)
         capped = statement.capped
         rows = _measured_write(statement, str(project_id)) \
             if statement.writes or statement.grows else _read(statement)
@@ -94,8 +100,23 @@ def run(project_id: uuid.UUID | str, request: Any, *, seed: str) -> dict[str, An
                                             "fewer rows or columns (.limit(), .select('id'))"}}
         if not size:
             rows = []  # nothing matched: the one row the outer join made is all nulls
+    if query is not None:
+        answer: dict[str, Any] = {"data": [collections.project(r["row"], query.fields)
+                                           for r in rows], "error": None}
+        if query.count:
+            answer["count"] = int(rows[0]["count"]) if rows else 0
+        return answer
     return {"data": [{k: _plain(v) for k, v in row.items() if k not in (_BYTES, _ORDINAL)}
                      for row in rows], "error": None}
+
+
+def _own_table(project_id: str, request: Any, seed: str) -> collections.Query | None:
+    """The request's statement when it names a table of the function's own (not one of
+    the reserved tables)."""
+    if not isinstance(request, dict) or request.get("table") in TABLES:
+        return None
+    return collections.build(project_id, collections.name_of(request.get("table")), request,
+                             seed)
 
 
 def _read(statement: Statement) -> list[dict[str, Any]]:

@@ -16,14 +16,17 @@ require/import). Shape:
 export async function runTask(input, tools) { ... return result; }
 
 `input` is JSON; the result must be JSON. `supabase` is in scope, and `tools` holds:
-- tools.supabase (the same client): await supabase.from(table).select("col, col")
-  .eq(col, v).neq/gt/gte/lt/lte/in(...).order(col, {ascending}).limit(n) -> {data, error};
-  insert({collection, doc}) / update({doc}).eq(...) / delete().eq(...) on "function_data"
-  (columns id, collection, doc, created_at, updated_at; filter JSON fields as
-  "doc->>field"). Read-only tables: "memory" (category, key, content), "jobs" (id,
-  job_type, status, result, created_at), "packets". `tools.db` is the same client too.
-  e.g. const {data, error} = await tools.supabase.from("function_data").select("doc")
-         .eq("collection", "leads").limit(10);
+- tools.supabase (the same client as `supabase`), supabase-js style on a table of your own
+  naming: rows are flat objects {id, created_at, updated_at, ...your fields}.
+  await supabase.from("leads").insert([{email, score}]).select() -> {data: rows, error};
+  .select("a, b", {count: "exact"}) .eq/.neq/.gt/.gte/.lt/.lte/.like/.ilike/.in/.is/
+  .contains(field, value) .or("a.eq.1,b.gt.2") .order(field, {ascending}) .limit(n)
+  .range(from, to) .single() .maybeSingle(); .update({...}).eq(...); .delete().eq(...);
+  .upsert(row, {onConflict: "email"}). Answers {data, error, count}; errors carry PostgREST
+  codes (PGRST116: single() on no or many rows). Read-only tables: "memory" (category, key,
+  content), "jobs" (id, job_type, status, result, created_at), "packets".
+  e.g. const {data, error} = await supabase.from("leads").select("email")
+         .gte("score", 5).order("score", {ascending: false}).limit(10);
 - await tools.openai.chat.completions.create({model, messages, max_tokens?}) ->
   {choices: [{message: {role, content}, finish_reason}], usage}; the model name is advisory.
   e.g. const c = await tools.openai.chat.completions.create({model: "gpt-4o-mini",

@@ -48,18 +48,24 @@
     return out;
   }
 
-  // The supabase-js query builder, reduced to what one host call can answer.
+  // The supabase-js query builder, reduced to what one host call can answer. A table of
+  // the function's own naming is a collection of flat rows (tasks/functions/collections.py).
   class Query {
     constructor(table) {
       this._q = { table, op: null, columns: null, filters: [], order: null, limit: null,
-                  values: null };
+                  offset: null, values: null, count: null, on_conflict: null };
+      this._one = null; // "single" | "maybe"
       this._sent = null;
     }
     _filter(op, column, value) {
       this._q.filters.push([op, column, value === undefined ? null : value]);
       return this;
     }
-    select(columns) { this._q.columns = columns === undefined ? "*" : columns; return this; }
+    select(columns, opts) {
+      this._q.columns = columns === undefined ? "*" : columns;
+      if (opts && opts.count) this._q.count = opts.count;
+      return this;
+    }
     eq(c, v) { return this._filter("eq", c, v); }
     neq(c, v) { return this._filter("neq", c, v); }
     gt(c, v) { return this._filter("gt", c, v); }
@@ -67,23 +73,51 @@
     lt(c, v) { return this._filter("lt", c, v); }
     lte(c, v) { return this._filter("lte", c, v); }
     in(c, v) { return this._filter("in", c, v); }
+    like(c, v) { return this._filter("like", c, v); }
+    ilike(c, v) { return this._filter("ilike", c, v); }
+    is(c, v) { return this._filter("is", c, v); }
+    contains(c, v) { return this._filter("contains", c, v); }
+    or(filters) { return this._filter("or", null, filters); }
     order(column, opts) {
       const ascending = !(opts && opts.ascending === false);
       this._q.order = { column, ascending };
       return this;
     }
     limit(n) { this._q.limit = n; return this; }
+    range(from, to) { this._q.offset = from; this._q.limit = to - from + 1; return this; }
+    single() { this._one = "single"; return this; }
+    maybeSingle() { this._one = "maybe"; return this; }
     insert(values) { this._q.op = "insert"; this._q.values = values; return this; }
+    upsert(values, opts) {
+      this._q.op = "upsert";
+      this._q.values = values;
+      if (opts && opts.onConflict) this._q.on_conflict = opts.onConflict;
+      return this;
+    }
     update(values) { this._q.op = "update"; this._q.values = values; return this; }
     delete() { this._q.op = "delete"; return this; }
     then(resolve, reject) {
       if (this._sent === null) {
         const q = this._q;
-        this._sent = call("db", { ...q, op: q.op || "select" });
+        const one = this._one;
+        const sent = { ...q, op: q.op || "select" };
+        for (const k of ["offset", "count", "on_conflict"]) if (sent[k] === null) delete sent[k];
+        this._sent = apply(then, call("db", sent),
+                           [(answer) => (one ? exactlyOne(answer, one) : answer)]);
       }
       return this._sent.then(resolve, reject);
     }
     catch(reject) { return this.then(undefined, reject); }
+  }
+  // .single() and .maybeSingle() as PostgREST answers them (PGRST116: not exactly one row).
+  function exactlyOne(answer, one) {
+    if (!answer || answer.error || !Array.isArray(answer.data)) return answer;
+    const n = answer.data.length;
+    if (n === 1) return { ...answer, data: answer.data[0] };
+    if (n === 0 && one === "maybe") return { ...answer, data: null };
+    return { data: null, count: answer.count, error: { code: "PGRST116",
+      message: "JSON object requested, multiple (or no) rows returned",
+      details: `The result contains ${n} rows`, hint: null } };
   }
   const db = freeze({ from: (table) => new Query(table) });
   // OpenAI's client, as code written for it calls it; the operator's provider answers.

@@ -20,7 +20,7 @@ def _function_code(req: LLMRequest) -> str:
     task = json.dumps(description[:200], ensure_ascii=False)
     code = (f"export async function runTask(input, tools) {{\n"
             f"  console.log({json.dumps(name + ' called')}, input);\n"
-            "  const { data, error } = await tools.supabase.from(\"function_data\")"
+            "  const { data, error } = await tools.supabase.from(\"notes\")"
             ".select(\"id\").limit(5);\n"
             "  if (error) throw new Error(error.message);\n"
             "  const reply = await tools.openai.chat.completions.create({ model: \"any\",\n"

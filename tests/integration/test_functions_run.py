@@ -77,14 +77,15 @@ const notes = await supabase.from("function_data").select("doc").eq("collection"
 const many = await tools.db.from("function_data").select("id").in("collection", ["notes", "other"]);
 const upd = await supabase.from("function_data").update({doc: {n: 20}}).eq("doc->>n", "2");
 const del = await supabase.from("function_data").delete().eq("collection", "other");
-const unknown = await supabase.from("agent_jobs").select();
+const unknown = await supabase.from("agent_jobs").select();  // its own table, not ours
+const badname = await supabase.from("agent jobs; --").select();
 const badcol = await supabase.from("function_data").select("project_id");
 const readonly = await supabase.from("jobs").insert({collection: "x", doc: 1});
 const jobs = await supabase.from("jobs").select("job_type, status").eq("job_type", "function.run");
 const wide = await supabase.from("function_data").delete();
 return {a: a.data.length, b: b.data.length, all: all.data, notes: notes.data,
         many: many.data.length, upd: upd.data.map(r => r.doc), del: del.data.length,
-        unknown: unknown.error.message, badcol: badcol.error.message,
+        unknown: unknown.data, badname: badname.error.message, badcol: badcol.error.message,
         readonly: readonly.error.message, jobs: jobs.data, wide: wide.error.message,
         errors: [a.error, all.error, upd.error]};
 """
@@ -101,7 +102,10 @@ def test_the_db_tool_inserts_selects_filters_updates_and_deletes(worker, project
                           {"collection": "other", "doc": {"n": 3}}]
     assert out["notes"] == [{"doc": {"n": 1, "tag": "x"}}]
     assert out["upd"] == [{"n": 20}]
-    assert "unknown table 'agent_jobs'" in out["unknown"]
+    # A name that is not a reserved table is the function's own (empty) table: the real
+    # agent_jobs is never reached; a name that is no identifier is refused
+    assert out["unknown"] == []
+    assert "a table name is letters, digits and _" in out["badname"]
     assert "unknown column 'project_id'" in out["badcol"]
     assert "read-only" in out["readonly"]
     assert out["jobs"] == [{"job_type": "function.run", "status": "running"}]
@@ -386,3 +390,64 @@ export async function runTask(input, tools) {
     logs = [(e["message"], e["data"].get("level")) for e in events(job["id"])
             if e["type"] == "log"]
     assert logs == [('greeting Ada {"lang":"fr"}', "info"), ("stored 1", "warn")]
+
+
+LEADS = """
+export async function runTask(input, tools) {
+  const { data: made, error: e1 } = await supabase.from("leads").insert([
+    { email: "ada@example.com", score: 7, tags: ["vip"], source: "web" },
+    { email: "bob@example.com", score: 3, tags: [], source: "ads" },
+    { email: "cy@example.com", score: 9, tags: ["vip", "eu"], source: "web" },
+  ]).select();
+  if (e1) throw new Error(e1.message);
+  const { data: hot, count } = await supabase.from("leads")
+    .select("email, score", { count: "exact" }).gte("score", 5)
+    .order("score", { ascending: false });
+  const { data: ada } = await supabase.from("leads").select("email")
+    .eq("email", "ada@example.com").single();
+  const { data: none, error: notOne } = await supabase.from("leads").select()
+    .eq("source", "mail").single();
+  const { data: maybe } = await supabase.from("leads").select().eq("source", "mail").maybeSingle();
+  const { data: either } = await supabase.from("leads").select("email")
+    .or("source.eq.ads,score.gt.8").order("email");
+  const { data: vips } = await supabase.from("leads").select("email").contains("tags", ["vip"])
+    .ilike("email", "%EXAMPLE.com").order("email").range(0, 0);
+  await supabase.from("leads").update({ score: 10 }).eq("email", "bob@example.com");
+  await supabase.from("leads").upsert({ email: "cy@example.com", score: 1 },
+                                      { onConflict: "email" });
+  await supabase.from("leads").upsert({ email: "dee@example.com", score: 4 },
+                                      { onConflict: "email" });
+  await supabase.from("leads").delete().eq("source", "web").lt("score", 5);
+  const { data: left } = await tools.supabase.from("leads").select("email, score").order("email");
+  const { data: other } = await supabase.from("notes").select();
+  return { made: made.map((r) => Object.keys(r).sort()), hot, count, ada, none,
+           code: notOne.code, maybe, either, vips, left, other };
+}
+"""
+
+
+def test_a_table_of_its_own_naming_works_as_supabase_js_code_expects(worker, project) -> None:
+    # Issue 25.1: "supabase.from('leads').insert({email}) fails: unknown table 'leads'"
+    save(project, "leads", LEADS)
+    job = run(project, "leads")
+    assert job["status"] == "completed", job["last_error"]
+    out = job["result"]["output"]
+    assert out["made"] == [["created_at", "email", "id", "score", "source", "tags",
+                            "updated_at"]] * 3
+    assert out["hot"] == [{"email": "cy@example.com", "score": 9},
+                          {"email": "ada@example.com", "score": 7}]
+    assert out["count"] == 2
+    assert out["ada"] == {"email": "ada@example.com"}
+    assert (out["none"], out["code"], out["maybe"]) == (None, "PGRST116", None)
+    assert out["either"] == [{"email": "bob@example.com"}, {"email": "cy@example.com"}]
+    assert out["vips"] == [{"email": "ada@example.com"}]
+    assert out["left"] == [{"email": "ada@example.com", "score": 7},
+                           {"email": "bob@example.com", "score": 10},
+                           {"email": "dee@example.com", "score": 4}]
+    assert out["other"] == []  # another table of its own: empty, not an error
+    # Stored as the project's documents, scoped to it; another project sees none of them
+    assert tuples("SELECT count(*) FROM function_data WHERE project_id = %s "
+                  "AND collection = 'leads'", (project,)) == [(3,)]
+    stranger = other_project()
+    save(stranger, "peek", "return (await supabase.from('leads').select()).data;")
+    assert run(stranger, "peek")["result"]["output"] == []

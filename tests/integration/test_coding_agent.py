@@ -73,6 +73,7 @@ def bare_repo(repos: Path, name: str, files: dict[str, str], work: Path) -> Path
     """repos/<name>.git holding `files` in one commit on main (built in `work`)."""
     work.mkdir()
     for path, body in files.items():
+        (work / path).parent.mkdir(parents=True, exist_ok=True)
         (work / path).write_text(body)
     git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q", "-b", "main"], check=True)

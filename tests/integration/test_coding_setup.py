@@ -8,7 +8,6 @@ scripted as tool calls through the real `anthropic` SDK."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from tasks.services.egress_proxy import destination
 from tests.integration.jobdb import tuples, wait_for
 from tests.integration.test_api_contract import Caller
 from tests.integration.test_coding_agent import alice, model, repos  # noqa: F401
+from tests.integration.test_coding_agent import bare_repo as agent_bare_repo
 from tests.support import coding_brains as brains
 from tests.support.fake_anthropic import FakeAnthropic, anthropic_model, fake_anthropic  # noqa: F401
 from tests.support.fake_github import FakeGithub, fake_github  # noqa: F401
@@ -44,18 +44,7 @@ def fixer(path: str, old: str, new: str) -> Callable[[dict[str, Any]], list[dict
 
 
 def bare_repo(repos: Path, name: str, files: dict[str, str]) -> Path:
-    work = repos.parent / f"work-{name}"
-    work.mkdir()
-    for path, body in files.items():
-        (work / path).parent.mkdir(parents=True, exist_ok=True)
-        (work / path).write_text(body)
-    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "one"], check=True)
-    bare = repos / f"{name}.git"
-    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
-    return bare
+    return agent_bare_repo(repos, name, files, repos.parent / f"work-{name}")
 
 
 def run(alice: Caller, repo: Path, task: str = "Make the failing test pass") -> dict[str, Any]:

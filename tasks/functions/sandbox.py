@@ -13,7 +13,9 @@ give the clearer message. Only JSON crosses, and only through this module.
 from __future__ import annotations
 
 import json
+import shutil
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +24,7 @@ from typing import Any
 
 from tasks.engine.errors import RetryableError
 from tasks.functions import shapes
-from tasks.functions.sandbox_pool import Child, SandboxUnavailable, get_pool
+from tasks.functions.sandbox_pool import Child, SandboxUnavailable, fences, get_pool
 
 __all__ = ["Failed", "Limits", "OnCall", "Paused", "Returned", "SandboxUnavailable",
            "Suspended", "SyntaxProblem", "check_syntax", "run"]
@@ -32,6 +34,7 @@ __all__ = ["Failed", "Limits", "OnCall", "Paused", "Returned", "SandboxUnavailab
 TOOLS = frozenset({"llm", "openai.chat", "websearch", "keystore.get", "log", "tasks.run",
                    "memory.get", "memory.set", "db", "now", "random"})
 LINE_SLACK = 64 << 10  # a protocol line is its JSON payload plus this much envelope
+UNBALANCED = "SyntaxError: unbalanced braces: the code closes more blocks than it opens"
 CHECK_LIMIT_SECONDS = 2.0  # compiling never takes this long; a child that does is killed
 # Syntax checks at once per process (the web's saves): code written to break out of the
 # wrapper runs while it is compiled, within the check's limits, and thirty hostile saves
@@ -107,8 +110,46 @@ def check_syntax(code: str) -> SyntaxProblem | None:
         CHECKS_AT_ONCE.release()
 
 
+# Parsing only, with V8 (node), before QuickJS sees the code: the Function constructor parses
+# the body alone (spec-compliant, unlike QuickJS's, which concatenates), and vm.Script
+# compiles a script without running it. A body that does not parse alone while the wrapped
+# text does closes the wrapper's braces: refused without anything being evaluated.
+PARSE_ONLY = r"""
+const vm = require("vm");
+const job = JSON.parse(require("fs").readFileSync(0, "utf8"));
+const AsyncFunction = Object.getPrototypeOf(async function () {}).constructor;
+let verdict = "ok";
+try { new AsyncFunction("input", "tools", "supabase", job.body); } catch (e) {
+  try { new vm.Script(job.text); verdict = "breakout"; } catch (e2) { verdict = "syntax"; }
+}
+process.stdout.write(verdict);
+"""
+PARSE_SECONDS = 10.0
+
+
+def parse_only(wrapped: shapes.Wrapped) -> str | None:
+    """"ok", "breakout" or "syntax" from V8, under the sandbox's fences; None without node
+    (the QuickJS check then stands alone, bounded as it is)."""
+    node = shutil.which("node")
+    if node is None or not node.startswith("/usr/"):
+        return None
+    try:
+        done = subprocess.run(
+            [*fences().prefix, node, "--max-old-space-size=64", "-e", PARSE_ONLY],
+            input=json.dumps({"body": wrapped.body, "text": wrapped.text}).encode(),
+            capture_output=True, timeout=PARSE_SECONDS, check=False, env={}, cwd="/")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    verdict = done.stdout.decode(errors="replace")
+    return verdict if verdict in ("ok", "breakout", "syntax") else None
+
+
 def _check_syntax(code: str) -> SyntaxProblem | None:
     wrapped = shapes.wrap(code)
+    if parse_only(wrapped) == "breakout":
+        return SyntaxProblem(UNBALANCED, 1, 1)
+    # Parsed alone (or not at all): evaluating the wrapper runs none of the code, and
+    # QuickJS says where a syntax error is.
     child = get_pool().take()
     try:
         child.send(json.dumps({"op": "check", "code": wrapped.text}).encode())

@@ -34,10 +34,19 @@ _EXPORT_DECL = re.compile(
 _EXPORT_LIST = re.compile(r"^([ \t]*)export[ \t]*\{[^}\n]*\}[ \t]*;?", re.MULTILINE)
 
 
+PREFIX = "(async function (input, tools, supabase) {"  # every shape's head starts so
+
+
 @dataclass(frozen=True)
 class Wrapped:
     shape: Literal["module", "script"]
     text: str  # one JS expression: the async function to call with (input, tools, supabase)
+
+    @property
+    def body(self) -> str:
+        """The function's body alone: what a spec-compliant Function constructor parses as a
+        body, so code that closes the wrapper's braces is a syntax error there."""
+        return self.text[len(PREFIX):-2]
 
 
 def shape_of(code: str) -> Literal["module", "script"]:
@@ -53,14 +62,13 @@ def _unexport(code: str) -> str:
 def wrap(code: str) -> Wrapped:
     # Code may end in a line comment: the tail always starts on a line of its own.
     if shape_of(code) == "module":
-        head = ('(async function (input, tools, supabase) {"use strict"; '
-                "let __sy_default; {\n")
+        head = PREFIX + '"use strict"; let __sy_default; {\n'
         tail = ("\n;const __sy_entry = typeof runTask === 'function' ? runTask : __sy_default;"
                 " if (typeof __sy_entry !== 'function') throw new TypeError("
                 "'the module exports no runTask function');"
                 " return await __sy_entry(input, tools);}})")
         return Wrapped("module", head + _unexport(code) + tail)
-    head = "(async function (input, tools, supabase) { {\n"
+    head = PREFIX + " {\n"
     return Wrapped("script", head + code + "\n}})")
 
 

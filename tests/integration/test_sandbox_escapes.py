@@ -457,3 +457,34 @@ def test_without_bubblewrap_a_function_fails_closed_naming_what_is_missing(
     sandbox_pool._fences = None
     assert sandbox.run("return 1", None, lambda tool, args: None) == Returned(1)
     assert not any(a.endswith("bwrap") for a in sandbox_pool.fences().prefix)
+
+
+@pytest.mark.parametrize("code", [
+    "}}); for (;;) {} (async function () {{",  # the script shape's two braces
+    '}}})(); for (;;) {} (async function () {"use strict"; let __sy_default; {\nexport x',
+    "}}); globalThis.x = 1; (async function () {{",
+])
+def test_code_that_leaves_the_wrapper_is_refused_before_anything_evaluates_it(
+        code: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 25.5: "saving parses without evaluating anything". V8 parses the body alone;
+    # QuickJS, which would evaluate the wrapper, is never given such code.
+    from tasks.functions import shapes
+
+    def no_child() -> None:
+        raise AssertionError("the code reached the evaluating check")
+
+    monkeypatch.setattr(get_pool(), "take", no_child)
+    assert sandbox.parse_only(shapes.wrap(code)) in ("breakout", "syntax")
+    if sandbox.parse_only(shapes.wrap(code)) == "breakout":
+        assert sandbox.check_syntax(code) == SyntaxProblem(sandbox.UNBALANCED, 1, 1)
+
+
+def test_ordinary_code_and_syntax_errors_parse_as_before() -> None:
+    from tasks.functions import shapes
+
+    assert sandbox.parse_only(shapes.wrap("const x = await tools.llm('a'); return [x].at(0)")) \
+        == "ok"
+    module = "export async function runTask(input, tools) {\n  return {hi: input.who};\n}\n"
+    assert sandbox.parse_only(shapes.wrap(module)) == "ok"
+    problem = sandbox.check_syntax("const a = 1;\nreturn (a +;\n")
+    assert problem is not None and problem.line == 2

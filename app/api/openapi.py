@@ -132,6 +132,9 @@ def _path_param(name: str, what: str) -> dict[str, Any]:
 
 
 PID, JID = _path_param("pid", "project"), _path_param("jid", "job")
+CONFIRM_PARAMS = [{"name": "project", "in": "query", "required": True, "schema": UUID},
+                  {"name": "token", "in": "query", "required": True,
+                   "schema": typed("string", maxLength=200)}]
 AID, EID = _path_param("aid", "approval"), _path_param("eid", "effect")
 ARTID = _path_param("artid", "artifact")
 SSE_PARAMS = [
@@ -333,15 +336,17 @@ def _startup_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
             "nightshift_run", "The daily cron hook: enqueue what is due.",
             {202: _json("How many jobs each type enqueued.", "Enqueued"),
              401: ERRORS[401]}, (), secured=False, security=CRON)},
-        "/api/contact/confirm": {"get": _op(
-            "confirm_contact", "The link mailed to a project's new `contact_email`: opening it "
-            "lets the daily digests and nudges go to that address (public; the token is the "
-            "credential, and stops working when the address changes).",
-            {200: _json("The address is confirmed.", "ContactConfirmed")}, (404,),
-            secured=False, params=[
-                {"name": "project", "in": "query", "required": True, "schema": UUID},
-                {"name": "token", "in": "query", "required": True,
-                 "schema": typed("string", maxLength=200)}])},
+        "/api/contact/confirm": {
+            "get": _op("confirm_contact_page", "The link mailed to a project's new "
+                       "`contact_email`: a page whose button confirms the address (public).",
+                       {200: {"description": "The confirmation page.", "content": {
+                           "text/html": {"schema": typed("string")}}}}, (),
+                       secured=False, params=CONFIRM_PARAMS),
+            "post": _op("confirm_contact", "Confirm a project's new `contact_email`: the "
+                        "daily digests and nudges go to it from now on (public; the token is "
+                        "the credential, and stops working when the address changes).",
+                        {200: _json("The address is confirmed.", "ContactConfirmed")}, (404,),
+                        secured=False, params=CONFIRM_PARAMS)},
         "/api/projects/{pid}/memory": {"get": _op(
             "memory", "What the agents remember about the project (500 at most).",
             {200: _json("The memories.", "MemoryList")}, (404, 422), params=[PID, category])},

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import html
+import logging
 import uuid
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, Response, jsonify, request
 
 from app.api.queries import (
     list_projects,
@@ -23,6 +25,7 @@ from tasks.settings import get_settings
 from tasks.startup import contact
 
 bp = Blueprint("projects", __name__)
+log = logging.getLogger(__name__)
 
 
 @bp.post("/api/projects")
@@ -69,26 +72,59 @@ def update_project(pid: str):
 
 
 def confirm_new_contact(project: Project, before: str | None) -> None:
-    """A new contact address is mailed its confirmation link; the drips wait for it."""
+    """A new contact address is mailed its confirmation link; the drips wait for it. The link
+    names SWITCHYARD_PUBLIC_URL, never the request's Host (a caller's header would send the
+    token wherever it likes); without it no link is mailed, and the drips never start."""
     email = (project.settings or {}).get("contact_email")
-    if email and email != before and email != project.settings.get(contact.CONFIRMED):
-        contact.request_confirmation(str(project.id), email,
-                                     get_settings().public_url or request.host_url)
+    if not email or email == before or email == project.settings.get(contact.CONFIRMED):
+        return
+    public_url = get_settings().public_url
+    if not public_url:
+        log.warning("contact_email of project %s is not confirmed: set SWITCHYARD_PUBLIC_URL "
+                    "for its confirmation link", project.id)
+        return
+    contact.request_confirmation(str(project.id), email, public_url)
+
+
+PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
+<title>Confirm this address · Switchyard</title></head><body>
+<h1>Confirm this address</h1>
+<p>Someone asked Switchyard to send this address a daily digest of their project.</p>
+<form method="post"><input type="hidden" name="project" value="{project}">
+<input type="hidden" name="token" value="{token}">
+<button type="submit">Yes, send the digests here</button></form>
+<p>If this was not you, close this page: nothing will be sent.</p></body></html>"""
 
 
 @bp.get(contact.CONFIRM_PATH)
+def confirm_contact_page():
+    """The mailed link opens a page whose button confirms: a mail scanner that fetches every
+    link confirms nothing (public: the token is the credential)."""
+    pid, token = _confirmation()
+    return Response(PAGE.format(project=html.escape(pid), token=html.escape(token)),
+                    mimetype="text/html")
+
+
+@bp.post(contact.CONFIRM_PATH)
 def confirm_contact():
-    """The link mailed to a new contact address (public: the token is the credential)."""
-    pid, token = request.args.get("project", ""), request.args.get("token", "")
-    try:
-        uuid.UUID(pid)
-    except ValueError:
-        pid = ""
+    pid, token = _confirmation()
     email = contact.confirm(pid, token) if pid and token else None
     if email is None:
         raise ApiError(404, "not_found", "this link does not confirm the project's current "
                        "contact address (it changed, or the link is not whole)")
     return jsonify({"project_id": pid, "contact_email": email, "confirmed": True})
+
+
+def _confirmation() -> tuple[str, str]:
+    """The project and token, from the link's query or the page's form; a project that is
+    no id is no project."""
+    pid = request.values.get("project", "")[:64]
+    token = request.values.get("token", "")[:200]
+    try:
+        uuid.UUID(pid)
+    except ValueError:
+        pid = ""
+    return pid, token
 
 
 def within_operator_policy(settings: ProjectSettings | None) -> None:

@@ -103,8 +103,8 @@ def filesystem(policy: RunPolicy, mounts: Mounts) -> list[str]:
             "--bind", str(mounts.home), HOME, "--bind", str(mounts.workspace), WORKSPACE]
     if mounts.git is not None:
         argv += ["--ro-bind", str(mounts.git), f"{WORKSPACE}/.git"]
-    if mounts.egress is not None:
-        argv += ["--bind", str(mounts.egress), EGRESS_DIR]
+    if mounts.egress is not None:  # read-only: connecting works, replacing the socket not
+        argv += ["--ro-bind", str(mounts.egress), EGRESS_DIR]
     if mounts.env is not None:
         argv += ["--bind" if mounts.env_writable else "--ro-bind", str(mounts.env), ENV_DIR]
     if mounts.node_modules is not None:
@@ -133,8 +133,10 @@ BRIDGE_SCRIPT = ('python3 -c "$1" "$2" "$3" || { echo "the network proxy could n
 def proxy_env() -> dict[str, str]:
     """What points package managers, git and curl at the bridge (all read these)."""
     url = f"http://127.0.0.1:{PROXY_PORT}"
-    return {name: url for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY",
-                                   "npm_config_proxy", "npm_config_https_proxy")}
+    local = "localhost,127.0.0.1,::1"  # a test suite's own servers stay direct
+    return {**{name: url for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+                                      "npm_config_proxy", "npm_config_https_proxy")},
+            "no_proxy": local, "NO_PROXY": local}
 
 
 def bwrap_argv(command: str, policy: RunPolicy, host: Host, mounts: Mounts,

@@ -32,7 +32,7 @@ from tasks.coding.sandbox import hand_over, run_command
 from tasks.services import package_indexes
 from tasks.settings import get_settings
 
-READY = ".switchyard-ready.json"
+IN_USE_SECONDS = 6 * 3600  # an environment set up this recently may be in use
 OUTPUT_CHARS = 20_000  # of the setup's output, what the step (and the job page) keeps
 STALE_BUILD_SECONDS = 24 * 3600
 
@@ -87,12 +87,29 @@ def mounts(key: str, plan_variables: dict[str, str], *, writable: bool = False,
     variables["PATH"] = f"{prefix}:{SANDBOX_PATH}" if prefix else SANDBOX_PATH
     node = where / "node" / "node_modules"
     return EnvMounts(root=where, writable=writable,
-                     node_modules=node if node.is_dir() and not writable else None,
+                     node_modules=node if not writable and _inside(node, where) else None,
                      tools=tools, variables=variables)
 
 
+def _inside(path: Path, root: Path) -> bool:
+    """A real directory under `root`, no link on the way: bubblewrap binds a source by its
+    resolved path, and the setup (tenant code) wrote everything under root."""
+    here = path
+    while here != root:
+        if here.is_symlink() or not here.exists():
+            return False
+        here = here.parent
+    return path.is_dir() and os.path.realpath(path).startswith(os.path.realpath(root) + "/")
+
+
+def marker(key: str) -> Path:
+    """Beside the environment, never in it: the setup wrote its tree, and a link it planted
+    there must not make the worker write through it."""
+    return root_dir() / f"{key}.ready"
+
+
 def is_ready(key: str) -> bool:
-    return (path_for(key) / READY).is_file()
+    return marker(key).is_file() and path_for(key).is_dir()
 
 
 def python_version() -> str:
@@ -111,7 +128,7 @@ def set_up(root: Path, plan: setup_plan.SetupPlan, key: str, policy: RunPolicy,
     root_dir().mkdir(parents=True, exist_ok=True)
     with _locked(key):
         if is_ready(key):
-            _touch(key)
+            touch(key)
             return {"key": key, "status": "reused", "kinds": list(plan.kinds),
                     "notes": list(plan.notes), "output": "",
                     "seconds": round(time.monotonic() - started, 3)}
@@ -144,11 +161,12 @@ def set_up(root: Path, plan: setup_plan.SetupPlan, key: str, policy: RunPolicy,
                     "kinds": list(plan.kinds), "notes": list(plan.notes),
                     "seconds": round(time.monotonic() - started, 3)}
         seconds = round(time.monotonic() - started, 3)
-        (building / READY).write_text(json.dumps({
-            "kinds": list(plan.kinds), "files": list(plan.files), "seconds": seconds,
-            "bytes": _size(building)}))
+        size = _size(building)
         shutil.rmtree(path_for(key), ignore_errors=True)
         building.rename(path_for(key))
+        marker(key).write_text(json.dumps({
+            "kinds": list(plan.kinds), "files": list(plan.files), "seconds": seconds,
+            "bytes": size}))
     evict(keep=key)
     return {"key": key, "status": "installed", "kinds": list(plan.kinds),
             "notes": list(plan.notes), "output": text, "seconds": seconds}
@@ -166,18 +184,20 @@ def evict(keep: str | None = None) -> list[str]:
     for leftover in base.glob("*.building"):
         if now - leftover.stat().st_mtime > STALE_BUILD_SECONDS:
             shutil.rmtree(leftover, ignore_errors=True)
-    ready = sorted(((p.stat().st_mtime, p.parent) for p in base.glob(f"*/{READY}")),
-                   key=lambda t: t[0])
-    total = sum(_recorded_size(d) for _, d in ready)
-    for _, directory in ready:
+    ready = sorted(((p.stat().st_mtime, p) for p in base.glob("*.ready")), key=lambda t: t[0])
+    total = sum(_recorded_size(m) for _, m in ready)
+    for used, mark in ready:
         if not budget or total <= budget:
             break
-        if directory.name == keep:
+        key = mark.name.removesuffix(".ready")
+        # One in use lately may be under a running job's commands: it stays, over budget.
+        if key == keep or now - used < IN_USE_SECONDS:
             continue
-        total -= _recorded_size(directory)
-        with _locked(directory.name):
-            shutil.rmtree(directory, ignore_errors=True)
-        removed.append(directory.name)
+        total -= _recorded_size(mark)
+        with _locked(key):
+            mark.unlink(missing_ok=True)
+            shutil.rmtree(path_for(key), ignore_errors=True)
+        removed.append(key)
     return removed
 
 
@@ -191,13 +211,15 @@ def _locked(key: str) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _touch(key: str) -> None:
-    os.utime(path_for(key) / READY)  # the least recently used goes first
+def touch(key: str) -> None:
+    """Used now: the least recently used goes first, and one used lately not at all."""
+    with contextlib.suppress(OSError):
+        os.utime(marker(key))
 
 
-def _recorded_size(directory: Path) -> int:
+def _recorded_size(mark: Path) -> int:
     try:
-        return int(json.loads((directory / READY).read_text()).get("bytes", 0))
+        return int(json.loads(mark.read_text()).get("bytes", 0))
     except (OSError, ValueError):
         return 0
 

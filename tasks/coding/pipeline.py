@@ -132,7 +132,8 @@ def _set_up(agent: Agent) -> dict[str, Any]:
                                  toolchains=environments.toolchains(),
                                  project_commands=project_setup_commands(agent.ctx.project_id))
     assert agent.checkout.source is not None
-    key = setup_plan.environment_key(root, plan, repository=agent.checkout.source.url,
+    key = setup_plan.environment_key(root, plan, project=str(agent.ctx.project_id),
+                                     repository=agent.checkout.source.url,
                                      installer=tools.name,
                                      python_version=environments.python_version())
     done = environments.set_up(root, plan, key, agent.policy, tools)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import configparser
 import hashlib
+import os
 import shlex
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,16 +92,36 @@ def plan_setup(root: Path, *, installer: str, toolchains: frozenset[str],
     return SetupPlan(tuple(kinds), tuple(files), tuple(commands), tuple(notes), variables)
 
 
-def environment_key(root: Path, plan: SetupPlan, *, repository: str, installer: str,
-                    python_version: str) -> str:
-    """The same repository with the same dependency files and setup: the same environment."""
+def environment_key(root: Path, plan: SetupPlan, *, project: str, repository: str,
+                    installer: str, python_version: str) -> str:
+    """The same project, repository, dependency files and setup: the same environment. Never
+    shared between projects: the setup ran code the repository holds, and an environment
+    one tenant's task built must not run in another's."""
     digest = hashlib.sha256()
-    for part in (repository, installer, python_version, *plan.kinds,
+    for part in (project, repository, installer, python_version, *plan.kinds,
                  *(c for _, c in plan.commands)):
         digest.update(part.encode() + b"\0")
     for name in plan.files:
-        digest.update(name.encode() + b"\0" + _bytes(root / name) + b"\0")
+        digest.update(name.encode() + b"\0")
+        _hash_file(root / name, digest)
+        digest.update(b"\0")
     return digest.hexdigest()[:24]
+
+
+def _hash_file(path: Path, digest: Any) -> None:
+    """The file's bytes, whatever its size, never through a link (a lock file is often
+    megabytes: two that differ past a cap must not share an environment)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        digest.update(b"(unreadable)")
+        return
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            digest.update(b"(not a file)")
+            return
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
 
 
 def _python(root: Path, installer: str) -> tuple[list[str], list[tuple[str, str]]] | None:
@@ -170,5 +192,3 @@ def _children(directory: Path) -> list[Path]:
     return [p for p in directory.iterdir() if repo_files.regular(p)]
 
 
-def _bytes(path: Path) -> bytes:
-    return repo_files.text(path).encode()

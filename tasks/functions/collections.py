@@ -13,6 +13,7 @@ answers; ordering by created_at uses the (project, collection, created_at) index
 from __future__ import annotations
 
 import json
+import math
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -314,9 +315,11 @@ def _postgrest_value(raw: str, op: str) -> Any:
     if op not in ("like", "ilike"):
         try:
             number = float(raw)
-            return int(number) if number.is_integer() and "." not in raw else number
         except ValueError:
-            pass
+            return raw
+        if not math.isfinite(number):
+            return raw  # NaN and Infinity are no JSON numbers: compared as text
+        return int(number) if number.is_integer() and "." not in raw else number
     return raw
 
 

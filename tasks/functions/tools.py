@@ -76,7 +76,7 @@ def _text(args: dict[str, Any], name: str, tool: str, *, limit: int,
 def _db(args: dict[str, Any], who: Caller) -> Any:
     # A secret the function read is not stored as itself: a later run that never read it
     # would otherwise get it back, and record it unscrubbed.
-    if args.get("op") in ("insert", "update") and "values" in args:
+    if args.get("op") in ("insert", "update", "upsert") and "values" in args:
         args = {**args, "values": who.secrets.scrub(args["values"])}
     return data.run(who.ctx.project_id, args, seed=who.seed)
 

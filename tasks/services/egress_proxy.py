@@ -25,6 +25,7 @@ import os
 import socket
 import tempfile
 import threading
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -35,16 +36,22 @@ from tasks.settings import get_settings
 log = logging.getLogger(__name__)
 
 HEAD_MAX = 64 * 1024  # a request head larger than this is no package manager's
+PORTS = frozenset({80, 443})  # the web's: a name the operator allows is no door to its Redis
+MAX_CONNECTIONS = 64  # per mode and process: one sandbox cannot take the worker's files
 CONNECT_TIMEOUT = 15.0
 IDLE_TIMEOUT = 300.0  # a tunnel silent this long is closed
 SOCKET_NAME = "proxy.sock"
 
 _lock = threading.Lock()
 _socket_dirs: dict[str, Path] = {}
+_servers: dict[str, threading.Thread] = {}
 
 
 def destination(mode: str, url: str) -> egress.Destination:
     """Where a request of this mode may connect, or EgressRefused."""
+    port = urlsplit(url).port
+    if port is not None and port not in PORTS:
+        raise egress.EgressRefused(f"port {port} is not one a sandbox may reach (80, 443)")
     if mode == "setup":
         hosts = setup_hosts()
         host = (urlsplit(url).hostname or "").lower().rstrip(".")
@@ -69,8 +76,9 @@ def socket_dir(mode: str = "guarded") -> Path:
     if mode not in ("guarded", "setup"):
         raise ValueError(f"unknown egress mode {mode!r}")
     with _lock:
-        found = _socket_dirs.get(mode)
-        if found is None or not (found / SOCKET_NAME).exists():
+        found, server = _socket_dirs.get(mode), _servers.get(mode)
+        if found is None or server is None or not server.is_alive() \
+                or not (found / SOCKET_NAME).exists():
             found = _socket_dirs[mode] = _start(mode)
         return found
 
@@ -83,16 +91,34 @@ def _start(mode: str) -> Path:
     server.bind(str(path))
     path.chmod(0o666)  # connecting takes write permission on the socket
     server.listen(64)
-    threading.Thread(target=_accept, args=(server, mode), name=f"egress-proxy-{mode}",
-                     daemon=True).start()
+    thread = threading.Thread(target=_accept, args=(server, mode), name=f"egress-proxy-{mode}",
+                              daemon=True)
+    thread.start()
+    _servers[mode] = thread
     return directory
 
 
 def _accept(server: socket.socket, mode: str) -> None:
+    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
     while True:
-        client, _ = server.accept()
-        threading.Thread(target=_serve, args=(client, mode), name="egress-proxy-conn",
-                         daemon=True).start()
+        try:
+            client, _ = server.accept()
+        except OSError:  # out of descriptors for a moment: the server lives on
+            time.sleep(0.1)
+            continue
+        if not slots.acquire(blocking=False):
+            _answer(client, 503, "too many connections through the proxy at once")
+            client.close()
+            continue
+        threading.Thread(target=_serve_slot, args=(client, mode, slots),
+                         name="egress-proxy-conn", daemon=True).start()
+
+
+def _serve_slot(client: socket.socket, mode: str, slots: threading.BoundedSemaphore) -> None:
+    try:
+        _serve(client, mode)
+    finally:
+        slots.release()
 
 
 def _serve(client: socket.socket, mode: str) -> None:
@@ -106,8 +132,9 @@ def _serve(client: socket.socket, mode: str) -> None:
             client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             first = rest
         else:
-            upstream = _connect(destination(mode, target))
-            first = _origin_form(head, method, target, version) + rest
+            to = destination(mode, target)
+            upstream = _connect(to)
+            first = _origin_form(head, method, target, version, to.host_header) + rest
         if first:
             upstream.sendall(first)
         _pump(client, upstream)
@@ -162,16 +189,19 @@ def _connect(to: egress.Destination) -> socket.socket:
     return socket.create_connection((to.address, to.port), timeout=CONNECT_TIMEOUT)
 
 
-def _origin_form(head: bytes, method: str, target: str, version: str) -> bytes:
-    """The head as the origin expects it: the path alone in the request line, one connection
-    per request (so every request on it was checked: no second host over a kept-alive one)."""
+def _origin_form(head: bytes, method: str, target: str, version: str, host: str) -> bytes:
+    """The head as the origin expects it: the path alone in the request line, the Host the
+    guard checked (not another virtual host behind the same address), one connection per
+    request (so every request on it was checked: no second host over a kept-alive one)."""
     after_host = target.split("://", 1)[1]
     path = after_host[after_host.find("/"):] if "/" in after_host else "/"
     lines = head.split(b"\r\n")[1:]
     kept = [h for h in lines if not h.lower().startswith(
-        (b"connection:", b"proxy-connection:", b"keep-alive:", b"proxy-authorization:"))]
-    return b"\r\n".join([f"{method} {path} {version}".encode("latin-1"), *kept,
-                         b"Connection: close", b"", b""])
+        (b"connection:", b"proxy-connection:", b"keep-alive:", b"proxy-authorization:",
+         b"host:"))]
+    return b"\r\n".join([f"{method} {path} {version}".encode("latin-1"),
+                         f"Host: {host}".encode("latin-1"), *kept, b"Connection: close",
+                         b"", b""])
 
 
 def _pump(a: socket.socket, b: socket.socket) -> None:
@@ -197,7 +227,8 @@ def _pump(a: socket.socket, b: socket.socket) -> None:
 
 
 def _answer(client: socket.socket, status: int, message: str) -> None:
-    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway",
+              503: "Service Unavailable"}[status]
     body = (message + "\n").encode()
     with contextlib.suppress(OSError):
         client.sendall(f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\n"

@@ -151,7 +151,8 @@ def test_setup_reaches_the_package_indexes_and_nothing_else(alice: Caller, repos
                                                             model: FakeAnthropic) -> None:
     # At the proxy: a host outside SWITCHYARD_CODE_SETUP_HOSTS is refused whatever it is
     for url in ("https://example.org/", "http://127.0.0.1:5432/", "https://169.254.169.254/"):
-        with pytest.raises(egress.EgressRefused, match="SWITCHYARD_CODE_SETUP_HOSTS"):
+        with pytest.raises(egress.EgressRefused,
+                           match=r"SWITCHYARD_CODE_SETUP_HOSTS|not one a sandbox may reach"):
             destination("setup", url)
     # And from a setup command in the sandbox: the request is answered 403, saying why
     model.script = fixer("calc.py", "a * b", "a + b")

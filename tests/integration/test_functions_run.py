@@ -154,6 +154,7 @@ const key = await tools.keystore.get("api_key");
 const none = await tools.keystore.get("not_set");
 tools.log("the key is " + key, {key, nested: ["x" + key]});
 await supabase.from("function_data").insert({collection: "c", doc: {k: key}});
+await supabase.from("keys").upsert({name: "a", k: key}, {onConflict: "name"});
 const back = await supabase.from("function_data").select("doc");
 await tools.memory.set("fact", "k", "remember " + key);
 return {key, none, echoed: back.data[0].doc.k, length: key.length};
@@ -171,6 +172,9 @@ return {key, none, echoed: back.data[0].doc.k, length: key.length};
     assert "[secret]" in recorded
     memory = pg.fetch_value("SELECT content FROM agent_memory WHERE project_id = %s", (project,))
     assert memory == "remember [secret]"
+    stored = json.dumps(tuples("SELECT doc FROM function_data WHERE project_id = %s",
+                               (project,)))
+    assert SECRET not in stored and stored.count("[secret]") == 2  # an upsert's too
     # A thrown error that carries the secret is scrubbed too
     save(project, "thrower", "const k = await tools.keystore.get('api_key');\n"
                              "throw new Error('bad key ' + k);\n")

@@ -11,6 +11,7 @@ from app.http.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
 from tasks.engine import pg
+from tasks.settings import get_settings
 from tasks.startup import mail
 from tests.integration.jobdb import tuple_row
 
@@ -152,27 +153,45 @@ def _link(body: str) -> str:
     return f"{url.path}?{url.query}"
 
 
-def test_a_contact_address_gets_drips_only_once_its_reader_confirms_it(client_and_token):
+@pytest.fixture
+def public_url(monkeypatch):
+    monkeypatch.setenv("SWITCHYARD_PUBLIC_URL", "https://switchyard.example")
+    get_settings.cache_clear()
+    yield
+    monkeypatch.undo()
+    get_settings.cache_clear()
+
+
+def test_a_contact_address_gets_drips_only_once_its_reader_confirms_it(client_and_token,
+                                                                        public_url):
     # Given a project created with a contact address (issue 23.6: digests go on the operator's
     # mail credentials, so an address typed by a tenant is mailed only a confirmation link)
     client, auth = client_and_token
-    pid = client.post("/api/projects", headers=auth, json={
-        "name": "Acme", "settings": {"contact_email": "f@acme.test"}}).json["id"]
+    pid = client.post("/api/projects", headers={**auth, "Host": "evil.example"},
+                      json={"name": "Acme", "settings": {"contact_email": "f@acme.test"}}
+                      ).json["id"]
     [(to, body)] = _confirmations(pid)
-    assert to == "f@acme.test"
+    # The link names the operator's public URL, whatever Host the caller sent
+    assert to == "f@acme.test" and "https://switchyard.example/api/contact/confirm?" in body
+    assert "evil.example" not in body
     link = _link(body)
 
-    # Then the daily drips skip it until the link is opened
+    # Then the daily drips skip it until the address is confirmed; opening the link (a mail
+    # scanner fetching it) shows a page and confirms nothing
+    assert pid not in {str(r["id"]) for r in pg.fetch_dicts(mail.DIGEST_SOURCES)}
+    page = client.get(link)
+    assert page.status_code == 200 and page.mimetype == "text/html"
+    assert '<form method="post">' in page.get_data(as_text=True)
     assert pid not in {str(r["id"]) for r in pg.fetch_dicts(mail.DIGEST_SOURCES)}
     # And a link that is not whole, or names another project, confirms nothing
-    bad = client.get(link[:-1] + ("0" if link[-1] != "0" else "1"))
+    bad = client.post(link[:-1] + ("0" if link[-1] != "0" else "1"))
     assert bad.status_code == 404 and bad.json["error"]["code"] == "not_found"
     other = client.post("/api/projects", headers=auth, json={"name": "Other"}).json["id"]
-    assert client.get(link.replace(pid, other)).status_code == 404
+    assert client.post(link.replace(pid, other)).status_code == 404
     assert pid not in {str(r["id"]) for r in pg.fetch_dicts(mail.DIGEST_SOURCES)}
 
-    # When the reader opens it (no token: the link is the credential)
-    opened = client.get(link)
+    # When the reader presses the page's button (no token: the link is the credential)
+    opened = client.post(link)
     assert opened.status_code == 200, opened.json
     assert opened.json == {"project_id": pid, "contact_email": "f@acme.test", "confirmed": True}
     assert pid in {str(r["id"]) for r in pg.fetch_dicts(mail.DIGEST_SOURCES)}
@@ -186,9 +205,16 @@ def test_a_contact_address_gets_drips_only_once_its_reader_confirms_it(client_an
     client.patch(f"/api/projects/{pid}", headers=auth,
                  json={"settings": {"contact_email": "g@acme.test"}})
     assert pid not in {str(r["id"]) for r in pg.fetch_dicts(mail.DIGEST_SOURCES)}
-    assert client.get(link).status_code == 404
+    assert client.post(link).status_code == 404
     client.patch(f"/api/projects/{pid}", headers=auth,
                  json={"settings": {"contact_email": "h@acme.test"}})
     client.patch(f"/api/projects/{pid}", headers=auth,
                  json={"settings": {"contact_email": "g@acme.test"}})
     assert [to for to, _ in _confirmations(pid)] == ["f@acme.test", "g@acme.test", "h@acme.test"]
+
+
+def test_without_a_public_url_no_link_is_mailed(client_and_token) -> None:
+    client, auth = client_and_token
+    pid = client.post("/api/projects", headers=auth, json={
+        "name": "Acme", "settings": {"contact_email": "f@acme.test"}}).json["id"]
+    assert _confirmations(pid) == []

@@ -71,7 +71,7 @@ def test_the_machines_network_never_and_the_egress_proxy_when_the_policy_allows(
     # A network namespace of its own all the same: the way out is the proxy's socket, and
     # the command runs once the bridge to it listens
     assert "--unshare-net" in online and "--unshare-pid" in online
-    assert ("/tmp/switchyard-egress-1", EGRESS_DIR) in pairs(online, "--bind")
+    assert ("/tmp/switchyard-egress-1", EGRESS_DIR) in pairs(online, "--ro-bind")
     tail = online[online.index("--", online.index("/usr/bin/bwrap")) + 1:]
     assert tail == ["/bin/bash", "-c", BRIDGE_SCRIPT, "/bin/bash", "# the bridge",
                     f"{EGRESS_DIR}/proxy.sock", "3128", "true"]

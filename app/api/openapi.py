@@ -340,7 +340,7 @@ def _startup_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
             "get": _op("confirm_contact_page", "The link mailed to a project's new "
                        "`contact_email`: a page whose button confirms the address (public).",
                        {200: {"description": "The confirmation page.", "content": {
-                           "text/html": {"schema": typed("string")}}}}, (),
+                           "text/html": {"schema": typed("string")}}}}, (404,),
                        secured=False, params=CONFIRM_PARAMS),
             "post": _op("confirm_contact", "Confirm a project's new `contact_email`: the "
                         "daily digests and nudges go to it from now on (public; the token is "

@@ -101,6 +101,8 @@ def confirm_contact_page():
     """The mailed link opens a page whose button confirms: a mail scanner that fetches every
     link confirms nothing (public: the token is the credential)."""
     pid, token = _confirmation()
+    if not (pid and token and contact.addressed(pid, token)):
+        raise _not_this_address()
     return Response(PAGE.format(project=html.escape(pid), token=html.escape(token)),
                     mimetype="text/html")
 
@@ -110,9 +112,13 @@ def confirm_contact():
     pid, token = _confirmation()
     email = contact.confirm(pid, token) if pid and token else None
     if email is None:
-        raise ApiError(404, "not_found", "this link does not confirm the project's current "
-                       "contact address (it changed, or the link is not whole)")
+        raise _not_this_address()
     return jsonify({"project_id": pid, "contact_email": email, "confirmed": True})
+
+
+def _not_this_address() -> ApiError:
+    return ApiError(404, "not_found", "this link does not confirm the project's current "
+                    "contact address (it changed, or the link is not whole)")
 
 
 def _confirmation() -> tuple[str, str]:

@@ -57,12 +57,20 @@ RETURNING settings->>'contact_email' AS email
 """
 
 
-def confirm(project_id: str, token: str) -> str | None:
-    """The confirmed address, or None when the token does not name the project's address."""
+def addressed(project_id: str, token: str) -> str | None:
+    """The project's current address when the token names it, else None (nothing changes)."""
     row = pg.fetch_one_dict("SELECT settings->>'contact_email' AS email FROM projects "
                             "WHERE id = %s", (project_id,))
     email = (row or {}).get("email")
     if not email or not hmac.compare_digest(confirmation_mac(project_id, email), token):
+        return None
+    return str(email)
+
+
+def confirm(project_id: str, token: str) -> str | None:
+    """The confirmed address, or None when the token does not name the project's address."""
+    email = addressed(project_id, token)
+    if email is None:
         return None
     done = pg.fetch_one_dict(CONFIRM, {"project": project_id, "email": email.strip().lower()})
     return done["email"] if done else None

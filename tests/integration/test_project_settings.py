@@ -184,7 +184,9 @@ def test_a_contact_address_gets_drips_only_once_its_reader_confirms_it(client_an
     assert '<form method="post">' in page.get_data(as_text=True)
     assert pid not in {str(r["id"]) for r in pg.fetch_dicts(mail.DIGEST_SOURCES)}
     # And a link that is not whole, or names another project, confirms nothing
-    bad = client.post(link[:-1] + ("0" if link[-1] != "0" else "1"))
+    bad_link = link[:-1] + ("0" if link[-1] != "0" else "1")
+    assert client.get(bad_link).status_code == 404
+    bad = client.post(bad_link)
     assert bad.status_code == 404 and bad.json["error"]["code"] == "not_found"
     other = client.post("/api/projects", headers=auth, json={"name": "Other"}).json["id"]
     assert client.post(link.replace(pid, other)).status_code == 404

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,13 +138,7 @@ def changes(dest: Path, base_sha: str, *, limit: int | None = None) -> str:
     """Everything in the workspace that differs from `base_sha` (edits, new files that are not
     ignored, deletions, modes, symlinks, binaries) as one patch `restore` applies."""
     limit = patch_limit() if limit is None else limit
-    patch = _patch(dest, base_sha, limit)
-    try:
-        return patch.decode("utf-8")
-    except UnicodeDecodeError:
-        # A text hunk of a file that is not UTF-8: as a str it would not round-trip.
-        with _attributes(dest, ALL_BINARY):
-            return _patch(dest, base_sha, limit).decode("ascii")
+    return _as_text(dest, lambda: _patch(dest, base_sha, limit))
 
 
 def snapshot(dest: Path, base_sha: str) -> str:
@@ -159,12 +153,17 @@ def delta(dest: Path, before: str, after: str, *, limit: int | None = None) -> s
     `restore` applies it after the patches of the steps before."""
     limit = patch_limit() if limit is None else limit
     ends = [_object(before), _object(after)]
-    patch = _diff(dest, ends, limit)
+    return _as_text(dest, lambda: _diff(dest, ends, limit))
+
+
+def _as_text(dest: Path, make: Callable[[], bytes]) -> str:
+    """A patch as text a step output can hold: UTF-8, or, where a text hunk of a file is not
+    (a str would not round-trip), made again with every change binary."""
     try:
-        return patch.decode("utf-8")
+        return make().decode("utf-8")
     except UnicodeDecodeError:
         with _attributes(dest, ALL_BINARY):
-            return _diff(dest, ends, limit).decode("ascii")
+            return make().decode("ascii")
 
 
 def restore(dest: Path, base_sha: str, patches: str | Sequence[str]) -> None:

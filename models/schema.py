@@ -151,11 +151,13 @@ class AgentJob(Base):
         CheckConstraint("concurrency_limit >= 1", name="ck_agent_jobs_concurrency_limit"),
         # The ready queue: what the dispatch sweep scans.
         Index("ix_agent_jobs_ready", "run_after", postgresql_where=text("status = 'queued'")),
-        Index(
-            "ix_agent_jobs_running_heartbeat",
-            "heartbeat_at",
-            postgresql_where=text("status = 'running'"),
-        ),
+        # The fair share (tasks.engine.fair): an owner's unpublished backlog in order, and
+        # the places it holds. No index reads heartbeat_at or write_seq, so a checkpoint's
+        # update of the row is HOT (migration 0018 also leaves room: fillfactor 80).
+        Index("ix_agent_jobs_unpublished", "project_id", text("priority DESC"), "created_at",
+              postgresql_where=text("status = 'queued' AND dispatched_at IS NULL")),
+        Index("ix_agent_jobs_holding", "project_id", postgresql_where=text(
+            "status = 'running' OR (status = 'queued' AND dispatched_at IS NOT NULL)")),
         Index("ix_agent_jobs_waiting", "wake_at", postgresql_where=text("status = 'waiting'")),
         Index("ix_agent_jobs_project_created", "project_id", "created_at", "id"),
         Index(

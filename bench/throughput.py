@@ -37,10 +37,8 @@ def pct(values: list[float], p: float) -> float:
 
 
 def setup_services(stack: contextlib.ExitStack) -> None:
-    import psycopg
 
     from app.ops.embedded import embedded_postgres, embedded_redis, scratch_database
-    from tasks.settings import libpq_url
 
     tmp = Path(tempfile.mkdtemp(prefix="switchyard-bench-"))
     admin = os.environ.get("DATABASE_URL") or stack.enter_context(embedded_postgres(tmp))
@@ -49,9 +47,6 @@ def setup_services(stack: contextlib.ExitStack) -> None:
     os.environ.update({"DATABASE_URL": url, "BROKER_URL": broker,
                        "SWITCHYARD_PREFETCH_MULTIPLIER": "64", "SWITCHYARD_WORKER_POOL": "solo",
                        "SWITCHYARD_LOG_LEVEL": "WARNING"})
-    if os.environ.get("BENCH_WITHOUT_NOTIFY"):  # diagnosis only: what the event NOTIFY costs
-        with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-            conn.execute("DROP TRIGGER agent_job_events_notify ON agent_job_events")
 
 
 def start_workers(stack: contextlib.ExitStack, logdir: Path, raw_workers: int = WORKERS,

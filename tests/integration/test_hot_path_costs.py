@@ -64,3 +64,13 @@ def test_the_refill_publishes_the_highest_priority_then_the_oldest(project):
     rows = pg.fetch_dicts("SELECT idempotency_key FROM agent_jobs WHERE id = ANY(%s) "
                           "ORDER BY idempotency_key", (list(keys),))
     assert [r["idempotency_key"] for r in rows] == ["k1", "k2", "k30", "k40"]
+
+
+def test_writing_events_sends_no_notification(db):
+    # A NOTIFY makes each event-writing commit queue on PostgreSQL's one notification
+    # lock; the event hub reads the id sequence instead (app.streams.hub).
+    triggers = pg.fetch_dicts("SELECT tgname FROM pg_trigger "
+                              "WHERE tgrelid = 'agent_job_events'::regclass AND NOT tgisinternal")
+    assert triggers == []
+    functions = pg.fetch_dicts("SELECT proname FROM pg_proc WHERE prosrc ILIKE '%%pg_notify(%%'")
+    assert functions == []

@@ -22,6 +22,14 @@ broker_transport_options = {
     "queue_order_strategy": "priority",
     # A message unacked this long is redelivered; the recovery sweeps usually act first.
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1),
+    # A silent Redis (a cut network) is noticed, not waited on: connecting gives up after 5 s,
+    # a reply missing for 30 s (kombu's blocking pops wait 1 s) fails the socket, keepalives
+    # probe an idle one, and a pooled connection is checked before reuse after 25 s idle.
+    "socket_connect_timeout": env_float("SWITCHYARD_REDIS_CONNECT_TIMEOUT_SECONDS", 5.0,
+                                        minimum=0.1),
+    "socket_timeout": env_float("SWITCHYARD_REDIS_SOCKET_TIMEOUT_SECONDS", 30.0, minimum=2.0),
+    "socket_keepalive": True,
+    "health_check_interval": 25,
 }
 
 task_serializer = "json"

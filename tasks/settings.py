@@ -205,6 +205,12 @@ class Settings:
     ads_api_key: str = field(default="", repr=False)
     # tasks.engine.pg: how long an engine write waits out a lost database before giving up.
     db_retry_seconds: float = 60.0
+    # tasks.engine.pg: how long a connection attempt may take, and how long data sent on a
+    # connection may go unacknowledged before the kernel drops it (TCP_USER_TIMEOUT). Without
+    # the second, a statement sent into a silent partition waits out TCP's retransmissions,
+    # about 15 minutes, before the worker notices (keepalives only probe an idle socket).
+    db_connect_timeout_seconds: float = 5.0
+    db_tcp_user_timeout_seconds: float = 30.0
     # tasks.engine.pg: how long one statement may run (a worker's, a web request's), and a
     # transaction may sit idle, before PostgreSQL cuts it: one slow statement must not hold a
     # connection every tenant's requests wait for. app.http.pgpool: how long a request waits
@@ -432,6 +438,10 @@ def get_settings() -> Settings:
         ads_api_url=env_str("SWITCHYARD_ADS_API_URL", ""),
         ads_api_key=env_str("SWITCHYARD_ADS_API_KEY", ""),
         db_retry_seconds=env_float("SWITCHYARD_DB_RETRY_SECONDS", 60.0, minimum=0.0),
+        db_connect_timeout_seconds=env_float("SWITCHYARD_DB_CONNECT_TIMEOUT_SECONDS", 5.0,
+                                             minimum=1.0),
+        db_tcp_user_timeout_seconds=env_float("SWITCHYARD_DB_TCP_USER_TIMEOUT_SECONDS", 30.0,
+                                              minimum=0.0),
         owner_max_active=env_int("SWITCHYARD_OWNER_MAX_ACTIVE", 16, minimum=0),
         max_descendants=env_int("SWITCHYARD_MAX_DESCENDANTS", 1000, minimum=0),
         max_projects_per_owner=env_int("SWITCHYARD_MAX_PROJECTS_PER_OWNER", 100, minimum=0),

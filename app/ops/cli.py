@@ -46,9 +46,11 @@ def doctor() -> None:
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--threads", default=64, show_default=True, type=int)
-def web(port: int, host: str, threads: int) -> None:
+@click.option("--workers", "-w", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="web processes")
+def web(port: int, host: str, threads: int, workers: int) -> None:
     """The HTTP control plane on gunicorn's gthread worker (SSE and WebSocket need threads)."""
-    os.execvp(sys.executable, web_command(host, port, threads))
+    os.execvp(sys.executable, web_command(host, port, threads, workers))
 
 
 @main.command()

@@ -8,10 +8,12 @@ import sys
 from tasks.settings import get_settings
 
 
-def web_command(host: str, port: int, threads: int) -> list[str]:
+def web_command(host: str, port: int, threads: int, workers: int = 1) -> list[str]:
+    # One process by default: its event hub serves every stream. More processes take more
+    # enqueues per second (issue 26: bench/http_latency.py --web-workers), each with its hub.
     return [sys.executable, "-m", "gunicorn", "-c", "python:app.ops.gunicorn_conf", "-k", "gthread",
-            "-w", "1", "--threads", str(threads), "-b", f"{host}:{port}", "--timeout", "60",
-            "--graceful-timeout", "10", "app.web:create_app()"]
+            "-w", str(workers), "--threads", str(threads), "-b", f"{host}:{port}",
+            "--timeout", "60", "--graceful-timeout", "10", "app.web:create_app()"]
 
 
 def worker_command(concurrency: int | None, queues: str | None, pool: str | None) -> list[str]:

@@ -22,6 +22,7 @@ import click
 from app.ops.commands import beat_command, web_command, worker_command
 from app.ops.embedded import embedded_postgres, embedded_redis, embedded_smtp
 from tasks.engine import pg
+from tasks.engine.queues import QUEUES
 from tasks.settings import get_settings
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -95,7 +96,10 @@ def _local_token() -> str:
 def _start_children(port: int) -> dict[str, subprocess.Popen]:
     commands = {
         "web": web_command("127.0.0.1", port, 64),
-        "worker": worker_command(None, None, None),
+        # Jobs on every queue but the sweeps', which a small worker of their own serves: a
+        # recovery sweep never waits behind long jobs holding every worker thread.
+        "worker": worker_command(None, ",".join(q for q in QUEUES if q != "sweeps"), None),
+        "sweeper": worker_command(1, "sweeps", "solo"),
         "beat": beat_command(),
     }
     # Own sessions, so Ctrl-C reaches only us and we stop them in order.
@@ -132,7 +136,7 @@ def _wait(children: dict[str, subprocess.Popen]) -> None:
 
 def _stop_children(children: dict[str, subprocess.Popen]) -> None:
     grace = get_settings().shutdown_grace_seconds + 10
-    for name in ("web", "beat", "worker"):
+    for name in ("web", "beat", "worker", "sweeper"):
         proc = children[name]
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)

@@ -76,9 +76,20 @@ def connect(url: str | None = None, *,
         url or settings.libpq_url, autocommit=True, prepare_threshold=0,
         application_name=f"switchyard-{os.getpid()}",
         options=session_options(statement_timeout, settings.idle_in_transaction_timeout_seconds),
-        # The client's side: a peer gone silent (a cut network) is noticed in about a minute.
-        keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3,
+        **client_timeouts(settings.db_connect_timeout_seconds,
+                          settings.db_tcp_user_timeout_seconds),
     )
+
+
+def client_timeouts(connect: float, tcp_user: float) -> dict[str, Any]:
+    """The client's side of a silent peer (a cut network, a host gone): a connection attempt
+    gives up after `connect` seconds, a write unacknowledged for `tcp_user` seconds drops the
+    connection (0: the kernel's default, ~15 minutes), and keepalives find an idle socket's
+    dead peer in about a minute. Every error then is a connection error, retried by
+    `persisting` on a fresh connection."""
+    return {"connect_timeout": max(1, round(connect)), "tcp_user_timeout": round(tcp_user * 1000),
+            "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+            "keepalives_count": 3}
 
 
 def session_options(statement_timeout: float, idle_in_transaction: float) -> str:

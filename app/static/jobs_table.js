@@ -139,7 +139,11 @@ function addJobType(t) {
 export function onJobEvent(e) {
   const row = rows.get(e.job_id);
   if (e.type === "step" && row) {
-    row.tr.querySelector(".progress").textContent = `${e.data?.name} ${e.data?.status}`;
+    // A step's outcome names the step its statement started (`next`); a fast step announces
+    // no start of its own (API: every outcome arrives, a start only when the step is slow).
+    const next = e.data?.next;
+    row.tr.querySelector(".progress").textContent = next ? `${next.name} running`
+      : `${e.data?.name} ${e.data?.status}`;
   }
   if (e.type !== "status") return;
   const status = e.data?.status;

@@ -24,7 +24,7 @@ from tasks.engine.errors import (
     ShutdownRequested,
     Suspend,
 )
-from tasks.engine.events import STEP_COMPLETED, STEP_FAILED, STEP_STARTED, step_data, step_message
+from tasks.engine.events import STEP_COMPLETED, STEP_FAILED, step_data, step_message
 from tasks.engine.sql import one_ended
 from tasks.engine.status import TERMINAL, JobStatus
 from tasks.engine.storable import to_json
@@ -94,11 +94,13 @@ class JobContext:
             if recorded.status == "completed":
                 return recorded.output
         self._check_boundary()
-        deferred = None
         if self._wrote or self.pending is not None:
-            started = store.event(store.Order.NEXT, "step", step_message(name, STEP_STARTED),
-                                  step_data(name, seq, STEP_STARTED), unless_canceled=True)
-            self._write(seq=seq, name=name, events=[started])
+            # The previous step's outcome and this step's row, one statement; the outcome's
+            # event names this step (`next`), which owes no `started` event of its own
+            # unless it is still running after start_watch.WRITE_AFTER.
+            self._write(seq=seq, name=name, events=[], next_step=(seq, name))
+            deferred = start_watch.defer(self.owner, seq, name, self.clock.now(),
+                                         row_written=True)
         else:
             deferred = start_watch.defer(self.owner, seq, name, self.clock.now())
         trace.step("start", self.job_id, seq, name, self.owner.token)
@@ -122,7 +124,8 @@ class JobContext:
     def _outcome(self, deferred: start_watch.DeferredStart | None, seq: int, name: str,
                  status: str, **fields: str) -> store.PendingStep:
         unwritten = None
-        if deferred is not None and not start_watch.settle(deferred):
+        if deferred is not None and not start_watch.settle(deferred) \
+                and not deferred.row_written:
             unwritten = deferred.started_at
         return store.PendingStep(seq, name, status, unwritten_start=unwritten, **fields)
 
@@ -209,9 +212,9 @@ class JobContext:
         return self._writes
 
     def _write(self, *, seq: int | None = None, name: str | None = None,
-               events: list[dict]) -> None:
+               events: list[dict], next_step: tuple[int, str] | None = None) -> None:
         cancel = store.checkpoint(self.owner, self.next_write(), self.pending, seq=seq,
-                                  name=name, events=self.pending_step_event() + events)
+                                  name=name, events=self.pending_step_event(next_step) + events)
         self.pending = None
         self._wrote = True
         if cancel is None:
@@ -219,18 +222,15 @@ class JobContext:
         if cancel:
             raise CancelRequested("cancel requested")
 
-    def pending_step_event(self) -> list[dict]:
-        """The events of the step outcome waiting to be written (its start too, if deferred)."""
+    def pending_step_event(self, next_step: tuple[int, str] | None = None) -> list[dict]:
+        """The event of the step outcome waiting to be written: one per step, whether or not
+        its start was written (a deferred start's time is on its row). `next_step`: the step
+        the same statement starts, named in the event (tasks.engine.events.step_data)."""
         p = self.pending
         if p is None:
             return []
-        outcome = store.event(store.Order.OUTCOME, "step", step_message(p.name, p.status),
-                              step_data(p.name, p.seq, p.status))
-        if p.unwritten_start is None:
-            return [outcome]
-        started = store.event(store.Order.EARLIER_START, "step", step_message(p.name, STEP_STARTED),
-                              step_data(p.name, p.seq, STEP_STARTED))
-        return [started, outcome]
+        return [store.event(store.Order.OUTCOME, "step", step_message(p.name, p.status),
+                            step_data(p.name, p.seq, p.status, next_step))]
 
 
 def describe_error(exc: BaseException) -> str:

@@ -8,8 +8,15 @@ import json
 STEP_STARTED, STEP_COMPLETED, STEP_FAILED = "started", "completed", "failed"
 
 
-def step_data(name: str, seq: int, status: str) -> str:
-    return json.dumps({"name": name, "seq": seq, "status": status})
+def step_data(name: str, seq: int, status: str, next_step: tuple[int, str] | None = None) -> str:
+    """A step event's data. `next_step` (seq, name): the step the same statement started, so
+    a step's outcome event also announces the next one's start (issue 26: a step owes one
+    event, its outcome; a separate `started` is written only for a step still running
+    after tasks.engine.start_watch.WRITE_AFTER)."""
+    data: dict[str, object] = {"name": name, "seq": seq, "status": status}
+    if next_step is not None:
+        data["next"] = {"seq": next_step[0], "name": next_step[1]}
+    return json.dumps(data)
 
 
 def step_message(name: str, status: str) -> str:

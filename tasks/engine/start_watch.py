@@ -1,9 +1,12 @@
-"""Deferred step starts: the first step after a claim writes its start with its outcome.
+"""Deferred step starts: a step's start is announced only if it is still running later.
 
-That saves one round trip (and commit) per job attempt: the claim was the last
-write, and nothing about a step's start needs to be durable before it runs. So
-that a slow first step is not invisible, a watcher thread writes the start of
-any deferred step still running after WRITE_AFTER seconds.
+The first step after a claim writes its start (its row) with its outcome: that saves
+one round trip (and commit) per job attempt, since the claim was the last write and
+nothing about a step's start needs to be durable before it runs. Every later step's
+row is written by the statement that records the previous step's outcome, whose event
+names it (`next`); no step writes a `started` event of its own up front. So that a slow
+step is not invisible, a watcher thread writes the `started` event (and, for a first
+step, its row) of any step still running after WRITE_AFTER seconds.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class DeferredStart:
     seq: int
     name: str
     started_at: datetime  # by the database's clock (JobContext.clock)
+    row_written: bool = False  # the step's row is written (by the previous outcome's statement)
     since: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
     written: bool = False
@@ -43,9 +47,10 @@ _cond = threading.Condition()
 _thread: threading.Thread | None = None
 
 
-def defer(owner: store.Owner, seq: int, name: str, started_at: datetime) -> DeferredStart:
+def defer(owner: store.Owner, seq: int, name: str, started_at: datetime, *,
+          row_written: bool = False) -> DeferredStart:
     global _thread
-    d = DeferredStart(owner, seq, name, started_at)
+    d = DeferredStart(owner, seq, name, started_at, row_written=row_written)
     with _cond:
         _deferred.add(d)
         if _thread is None or not _thread.is_alive():
@@ -80,10 +85,13 @@ def _write(d: DeferredStart) -> None:
         if d.settled:
             return
         try:
-            # Unnumbered (None): the run's own numbered writes go on in its thread.
-            cancel = store.checkpoint(d.owner, None, None, seq=d.seq, name=d.name,
+            # Unnumbered (None): the run's own numbered writes go on in its thread. A step
+            # whose row is written gets its event alone (no seq: no row touched).
+            row = not d.row_written
+            cancel = store.checkpoint(d.owner, None, None, seq=d.seq if row else None,
+                                      name=d.name if row else None,
                                       events=[d.started_event(store.Order.EARLIER_START)],
-                                      started_at=d.started_at)
+                                      started_at=d.started_at if row else None)
             # A cancel (True) or a lost job (None) wrote no step row: the outcome must
             # then insert it (the deferred upsert), not update a row that is not there.
             d.written = cancel is False

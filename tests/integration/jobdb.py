@@ -66,6 +66,14 @@ def step_events(job_id: uuid.UUID | str, status: str | None = None) -> list[str]
     return [name for name, st in rows if status is None or st == status]
 
 
+def started_steps(job_id: uuid.UUID | str) -> list[str]:
+    """Each step's name once per time it started, in step order: its row's `attempts`
+    (every start is counted there; a step announces its start by event only when slow)."""
+    rows = tuples("SELECT name, attempts FROM job_steps WHERE job_id = %s ORDER BY seq",
+                  (job_id,))
+    return [name for name, attempts in rows for _ in range(attempts)]
+
+
 def wait_for(job_id: uuid.UUID | str, *statuses: str, timeout: float = 15.0) -> dict[str, Any]:
     wanted = statuses or TERMINAL
 

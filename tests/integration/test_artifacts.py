@@ -17,7 +17,7 @@ from models.db import session_scope
 from tasks.engine import pg
 from tasks.services import artifact_store, artifacts
 from tasks.settings import get_settings
-from tests.integration.jobdb import new_job, step_events, wait_for
+from tests.integration.jobdb import new_job, started_steps, wait_for
 
 REPORT = "Q3 findings\nrevenue up\n"
 
@@ -82,7 +82,7 @@ def test_a_retried_job_stores_its_artifact_once(worker, alice, client, puts) -> 
     assert (row["status"], row["attempts"]) == ("completed", 2)
     [artifact] = _rows(job_id)
     assert row["result"] == {"artifact_ids": [str(artifact["id"])]}
-    assert step_events(job_id, "started").count("artifact:q3.txt") == 1
+    assert started_steps(job_id).count("artifact:q3.txt") == 1
     assert list(puts.values()) == [1]
     digest = hashlib.sha256(REPORT.encode()).hexdigest()
     assert (artifact["sha256"], artifact["size"], artifact["kind"], artifact["step_seq"]) == (

@@ -14,8 +14,8 @@ from tests.integration.jobdb import (
     job,
     new_job,
     park,
+    started_steps,
     status_history,
-    step_events,
     steps,
     tuples,
     wait_for,
@@ -46,17 +46,17 @@ def test_canceling_twice_or_canceling_a_finished_job_changes_nothing(project):
 def test_a_running_job_stops_at_the_next_step_boundary(worker, project):
     # Given a slow canary that has started its second step
     job_id = new_job(project, payload={"steps": 10, "step_seconds": 0.3})
-    wait_until(lambda: "step-2" in step_events(job_id, "started"), what="step-2 to start")
+    wait_until(lambda: "step-2" in started_steps(job_id), what="step-2 to start")
 
     # When it is canceled
     assert control.cancel_tree(job_id) == [], "a running job is asked, not forced"
     time.sleep(0.05)  # let a checkpoint that raced the cancel commit (steps take 0.3s)
-    asked_during = len(step_events(job_id, "started"))
+    asked_during = len(started_steps(job_id))
 
     # Then it ends canceled once the current step returns, and no later step starts
     row = wait_for(job_id, timeout=10)
     assert row["status"] == "canceled"
-    started = step_events(job_id, "started")
+    started = started_steps(job_id)
     assert len(started) == asked_during, f"a step started after the cancel: {started}"
     assert len(started) < 10
     recorded = steps(job_id)
@@ -99,7 +99,7 @@ def test_a_sleeping_job_is_canceled_at_once_and_never_wakes(worker, project):
     time.sleep(0.6)
     sweeps.run_sweeps()
     assert job(job_id)["status"] == "canceled"
-    assert step_events(job_id, "started") == ["before", "sleep:0"]
+    assert started_steps(job_id) == ["before", "sleep:0"]
     assert status_history(job_id) == ["queued", "running", "waiting", "canceled"]
 
 
@@ -162,7 +162,7 @@ def test_a_cancel_asked_of_a_job_whose_worker_then_died_is_honoured_after_reclai
 
     # Then it is canceled without running another step
     assert row["status"] == "canceled", row
-    assert step_events(job_id, "started") == []
+    assert started_steps(job_id) == ["step-1"], "the dead run's start, and no other"
     assert [(s["name"], s["status"]) for s in steps(job_id)] == [("step-1", "failed")]
 
 

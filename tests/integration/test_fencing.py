@@ -12,6 +12,7 @@ from tests.conftest import in_process_worker_paused
 from tests.integration.jobdb import (
     job,
     new_job,
+    started_steps,
     status_history,
     step_events,
     tuple_row,
@@ -138,8 +139,8 @@ def test_connections_lost_mid_job_cost_the_job_nothing(worker, project) -> None:
 def wait_until_step_started(job_id) -> None:
     from tests.conftest import wait_until
 
-    seen = len(step_events(job_id, "started"))
-    wait_until(lambda: len(step_events(job_id, "started")) > seen, timeout=10,
+    seen = len(started_steps(job_id))
+    wait_until(lambda: len(started_steps(job_id)) > seen, timeout=10,
                what="the next step started")
 
 

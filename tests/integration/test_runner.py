@@ -10,6 +10,7 @@ from tasks.engine import control, pg, runner
 from tests.integration.jobdb import (
     job,
     new_job,
+    started_steps,
     status_history,
     step_events,
     steps,
@@ -29,7 +30,7 @@ def test_retry_replays_completed_steps_and_reruns_only_the_failed_one(worker, pr
     assert row["status"] == "completed"
     assert row["attempts"] == 2
     assert row["result"] == {"steps": 4, "attempt": 2}
-    started = Counter(step_events(job_id, "started"))
+    started = Counter(started_steps(job_id))
     assert started == {"step-1": 1, "step-2": 1, "step-3": 1, "step-4": 2}
     assert step_events(job_id, "failed") == ["step-4"]
     assert [(s["name"], s["status"], s["output"], s["attempts"]) for s in steps(job_id)] == [
@@ -77,7 +78,7 @@ def test_an_unknown_exception_is_retried(worker, project):
     row = wait_for(job_id)
     assert (row["status"], row["attempts"]) == ("completed", 3)
     assert row["result"] == {"attempt": 3}
-    assert step_events(job_id, "started") == ["ok"], "the completed step replays, never reruns"
+    assert started_steps(job_id) == ["ok"], "the completed step replays, never reruns"
 
 
 def test_an_unknown_exception_on_the_last_attempt_fails(worker, project):
@@ -140,7 +141,7 @@ def test_a_manual_retry_of_a_failed_job_runs_it_again_from_its_last_step(worker,
     # Then it runs again with fresh attempts, replaying the step that had completed
     row = wait_for(job_id)
     assert (row["status"], row["attempts"], row["result"]) == ("completed", 1, {"gate": "open"})
-    assert Counter(step_events(job_id, "started")) == {"before": 1, "gate": 2}
+    assert Counter(started_steps(job_id)) == {"before": 1, "gate": 2}
     assert status_history(job_id) == ["queued", "running", "failed", "queued", "running",
                                       "completed"]
     assert not control.retry_failed(job_id), "only a failed job can be retried"
@@ -184,7 +185,7 @@ def test_a_slow_first_step_shows_as_started_while_it_runs(worker, project):
     wait_for(job_id)
     assert [(s["name"], s["status"], s["attempts"]) for s in steps(job_id)] == [
         ("step-1", "completed", 1), ("step-2", "completed", 1)]
-    assert step_events(job_id, "started") == ["step-1", "step-2"]
+    assert started_steps(job_id) == ["step-1", "step-2"]
     assert step_events(job_id, "completed") == ["step-1", "step-2"]
 
 
@@ -193,9 +194,36 @@ def test_a_fast_first_step_writes_its_start_with_its_outcome(worker, project):
     wait_for(job_id)
     rows = tuples("SELECT data->>'status' FROM agent_job_events WHERE job_id = %s "
                   "AND type = 'step' ORDER BY id", (job_id,))
-    assert [r[0] for r in rows] == ["started", "completed"], "in order, once each"
+    assert [r[0] for r in rows] == ["completed"], "one event: its outcome"
     step = steps(job_id)[0]
     assert step["started_at"] <= step["finished_at"] and step["attempts"] == 1
+
+
+def test_a_fast_step_owes_one_event_and_its_outcome_names_the_next(worker, project):
+    # Issue 26: a 3-step canary's run writes 5 event rows, not 8 (running, three outcomes,
+    # completed; `queued` is the enqueue's): a fast step announces no start of its own
+    job_id = new_job(project, payload={"steps": 3})
+    wait_for(job_id)
+    rows = tuples("SELECT type, data FROM agent_job_events WHERE job_id = %s ORDER BY id",
+                  (job_id,))
+    kinds = [(t, d.get("status")) for t, d in rows]
+    assert kinds == [("status", "queued"), ("status", "running"), ("step", "completed"),
+                     ("step", "completed"), ("step", "completed"), ("status", "completed")]
+    assert [d.get("next") for t, d in rows if t == "step"] == [
+        {"seq": 2, "name": "step-2"}, {"seq": 3, "name": "step-3"}, None]
+    assert [(s["name"], s["attempts"]) for s in steps(job_id)] == [
+        ("step-1", 1), ("step-2", 1), ("step-3", 1)]
+
+
+def test_a_slow_later_step_is_announced_while_it_runs(worker, project):
+    from tests.conftest import wait_until
+
+    job_id = new_job(project, payload={"steps": 2, "step_seconds": 0.6})
+    wait_until(lambda: "step-2" in step_events(job_id, "started"), timeout=5,
+               what="step-2's start announced")
+    wait_for(job_id)
+    assert step_events(job_id) == ["step-1", "step-1", "step-2", "step-2"]
+    assert step_events(job_id, "started") == ["step-1", "step-2"]
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from tasks.engine import sweeps
 from tests.integration.jobdb import (
     job,
     new_job,
+    started_steps,
     status_history,
-    step_events,
     steps,
     sweep_until,
     tuples,
@@ -38,7 +38,7 @@ def test_parent_waits_for_its_children_then_resumes_where_it_stopped(worker, pro
     assert row["result"] == {"children": ["completed"] * 3}
     assert status_history(parent) == ["queued", "running", "waiting", "queued", "running",
                                       "completed"]
-    started = Counter(step_events(parent, "started"))
+    started = Counter(started_steps(parent))
     assert started == {"before": 1, "spawn:system.canary:0": 1, "spawn:system.canary:1": 1,
                        "spawn:system.canary:2": 1, "after": 1}, "each step ran exactly once"
     children = _children(parent)
@@ -82,7 +82,7 @@ def test_durable_sleep_leaves_the_worker_and_comes_back_when_due(worker, project
     sleep_step = next(s for s in steps(job_id) if s["name"] == "sleep:0")
     assert abs(row["wake_at"] - (sleep_step["started_at"] + timedelta(seconds=1))) \
         < timedelta(seconds=0.5)
-    assert step_events(job_id, "started") == ["before", "sleep:0"]
+    assert started_steps(job_id) == ["before", "sleep:0"]
 
     # Then the sweeps (standing in for beat) resume it once the timer is due, and it finishes
     t0 = time.monotonic()
@@ -93,7 +93,7 @@ def test_durable_sleep_leaves_the_worker_and_comes_back_when_due(worker, project
     assert row["completed_at"] - sleep_step["started_at"] >= timedelta(seconds=1.0)
     assert time.monotonic() - t0 < 4, "resumed within a couple of sweep ticks"
     assert row["result"] == {"slept": 1.0}
-    assert Counter(step_events(job_id, "started")) == {"before": 1, "sleep:0": 1, "after": 1}
+    assert Counter(started_steps(job_id)) == {"before": 1, "sleep:0": 1, "after": 1}
     assert status_history(job_id) == ["queued", "running", "waiting", "queued", "running",
                                       "completed"]
 

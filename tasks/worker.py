@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 
-from celery import signals
+from celery import Celery, signals
 
 import tasks.catalog  # noqa: F401 - registers every job type
 from tasks.celery_app import MAINTAIN, RUN_JOB, SCHEDULE, SWEEP, app
@@ -40,8 +41,10 @@ def maintain() -> dict[str, object]:
 
 
 @signals.worker_init.connect
-def _on_worker_init(**_: object) -> None:
+def _on_worker_init(sender: object = None, **_: object) -> None:
     lifecycle.pin_worker_id()  # before a prefork pool forks: its children share the id
+    if _is_solo(getattr(sender, "pool_cls", None)):
+        consume_without_acks(app)
     try:  # the coming days' event partitions, in case beat has not run for a while
         retention.ensure_partitions()
     except Exception:
@@ -65,3 +68,25 @@ def _on_shutting_down(**_: object) -> None:
 def _on_shutdown(**_: object) -> None:
     for row in lifecycle.release_all():
         control.after_transition(Finished.of(row))
+
+
+def _is_solo(pool: object) -> bool:
+    """`pool` as worker_init sees it: an alias ("solo") or, from the command line, the class
+    (celery.concurrency.solo.TaskPool: every pool's class is named TaskPool)."""
+    name = pool if isinstance(pool, str) else getattr(pool, "__module__", "")
+    return str(name).lower().split(".")[-1] == "solo"
+
+
+def consume_without_acks(celery_app: Celery) -> None:
+    """A solo worker takes its wake-ups without broker acknowledgements.
+
+    It runs one job at a time in the thread that fetched it, so at most one wake-up is
+    ever off the queue and not yet a claim; acks only cost two Redis round trips a job
+    (the unacked hash on delivery, its removal on ack: a quarter of a solo worker's busy
+    time, issue 26). A wake-up lost with a killed worker is the dispatch sweep's: a job
+    still queued whose wake-up went out SWITCHYARD_REDISPATCH_AFTER_SECONDS ago is sent
+    again; a claimed one goes stale and is reclaimed. (Prefork and threads workers hold
+    prefetched wake-ups they have not started, so they keep acks_late.)
+    """
+    amqp = celery_app.amqp
+    amqp.TaskConsumer = functools.partial(amqp.TaskConsumer, no_ack=True)  # type: ignore[method-assign]

@@ -49,3 +49,35 @@ def test_flushing_the_broker_with_20_jobs_queued_loses_none(procs: p.Procs, proj
     redispatched = tuples("SELECT coalesce(sum((stats->>'rows')::int), 0) FROM sweep_runs "
                           "WHERE sweep IN ('dispatch_due', 'redispatch_lost')")[0][0]
     assert redispatched >= 16
+
+
+def test_a_solo_worker_consumes_without_acks_and_a_wakeup_lost_with_it_is_sent_again(
+        procs: p.Procs, project: str) -> None:
+    # Given a solo worker (it runs one job at a time, in the thread that fetched it: broker
+    # acks would only add two Redis round trips per job, issue 26) running a slow canary
+    r = redis.Redis.from_url(os.environ["BROKER_URL"])
+    worker = procs.worker("solo")
+    slow = enqueue(EnqueueRequest(project_id=project, job_type="system.canary",
+                                  payload={"steps": 1, "step_seconds": 5})).job_id
+    procs.wait(lambda: tuples("SELECT status FROM agent_jobs WHERE id = %s", (slow,))[0][0]
+               == "running", 15, "the slow canary running")
+    # Then the broker keeps no unacknowledged copy of its wake-up
+    assert r.hlen("unacked") == 0
+    # And when the worker dies holding a wake-up it fetched but never started (the
+    # queued job's wake-up, fetched into a process that is killed: here, taken off the
+    # queue by hand, as the dead process would have)
+    quick = enqueue(EnqueueRequest(project_id=project, job_type="system.canary",
+                                   payload={"steps": 1})).job_id
+    procs.wait(lambda: _queued_messages(r) == 1, 5, "the quick canary's wake-up queued")
+    for key in r.scan_iter("default*"):
+        if r.type(key) == b"list":
+            r.delete(key)
+    os.killpg(worker.pid, 9)
+    # Then a new worker and the dispatch sweep run it all the same: the slow one reclaimed
+    # once its heartbeat is stale, the quick one re-sent once its wake-up is overdue
+    procs.worker("solo2")
+    procs.beat("beat")
+    procs.wait(lambda: tuples("SELECT count(*) FROM agent_jobs WHERE id = ANY(%s) AND "
+                              "status = 'completed'", ([str(slow), str(quick)],))[0][0] == 2,
+               90, "both canaries completed")
+    assert tuples("SELECT attempts FROM agent_jobs WHERE id = %s", (quick,))[0][0] == 1

@@ -19,6 +19,7 @@ from app.api.schemas import (
     NO_NUL,
     ChatListQuery,
     EventPageQuery,
+    JobBatch,
     JobCreate,
     JobListQuery,
     ProjectCreate,
@@ -61,6 +62,7 @@ id>` or `?tail=N` (same auth, same event objects as the Server-Sent Events strea
 
 BODIES: dict[str, type[BaseModel]] = {"ProjectCreate": ProjectCreate,
                                       "ProjectUpdate": ProjectUpdate, "JobCreate": JobCreate,
+                                      "JobBatch": JobBatch,
                                       "RetryFilter": RetryFilter, "LaunchBody": LaunchBody,
                                       "ChatBody": ChatBody, "DecisionBody": DecisionBody,
                                       "SecretBody": SecretBody, "ResolveBody": ResolveBody,
@@ -246,6 +248,11 @@ def paths() -> dict[str, Any]:
                          200: _json("Already enqueued with this key.", "JobAccepted")},
                         (*json_body, 404), params=[PID], body="JobCreate"),
         },
+        "/api/projects/{pid}/jobs:batch": {"post": _op(
+            "create_jobs", "Enqueue up to 1,000 jobs in one statement; each item is checked "
+            "on its own and answered in order (its key honoured, a bad one refused alone).",
+            {207: _json("One result per item, in order.", "JobBatchResult")},
+            (*json_body, 404), params=[PID], body="JobBatch")},
         "/api/projects/{pid}/events": {"get": _op(
             "project_events", "A project's events, replayed from a cursor, then live.",
             SSE_OK, (400, 404), params=[PID, *SSE_PARAMS])},

@@ -131,6 +131,20 @@ class JobAccepted(Response):
     events_url: str
 
 
+class BatchItem(Response):
+    """One item of a jobs:batch answer: 202 created, 200 already enqueued with its key, or
+    the 4xx that refused it (nothing was written for it)."""
+    status: int = Field(ge=200, le=499)
+    job_id: uuid.UUID | None = None
+    created: bool | None = None
+    status_url: str | None = None
+    error: ErrorDetail | None = None
+
+
+class JobBatchResult(Response):
+    items: list[BatchItem]
+
+
 class JobStarted(Response):
     job_id: uuid.UUID
     status_url: str
@@ -524,7 +538,8 @@ class FunctionRunList(Response):
 
 
 RESPONSE_MODELS: dict[str, type[Response]] = {model.__name__: model for model in (
-    Error, Project, ProjectList, JobAccepted, JobSummary, Job, Step, JobPage, JobList,
+    Error, Project, ProjectList, JobAccepted, JobBatchResult, JobSummary, Job, Step, JobPage,
+    JobList,
     Diagnosis, QueueStats, Workers, RetryBatch, JobStarted, ChatPosted, ChatList, Approval,
     ApprovalList, Enqueued, SecretList, MemoryList, Effect, EffectList, PacketList, LlmUsage,
     Event, EventPage, Health, Readiness, ContactConfirmed, Trajectory, ArtifactList,

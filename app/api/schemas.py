@@ -158,6 +158,12 @@ class JobCreate(Strict):
         return value
 
 
+class JobBatch(Strict):
+    """POST /api/projects/<pid>/jobs:batch: each item is read as a JobCreate on its own, so
+    one bad item is refused in its result, not with the whole batch."""
+    jobs: list[dict[str, Any]] = Field(min_length=1, max_length=1000)
+
+
 class JobListQuery(BaseModel):
     model_config = ConfigDict(extra="ignore")
 

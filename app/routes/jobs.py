@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 from flask import Blueprint, jsonify, request, url_for
@@ -18,7 +19,7 @@ from app.api.queries import (
     steps_of,
     trajectory_of,
 )
-from app.api.schemas import JobCreate, JobListQuery
+from app.api.schemas import JobBatch, JobCreate, JobListQuery
 from app.http import db
 from app.http.auth import current_owner, current_viewer
 from app.http.errors import ApiError, not_found, validation_error
@@ -28,7 +29,8 @@ from app.streams.sse import event_stream, sse_response, stream_cursor
 from app.streams.stream_slots import take_slot
 from models import AgentJob
 from tasks.engine import control, diagnosis
-from tasks.engine.enqueue import EnqueueRequest, enqueue
+from tasks.engine.enqueue import EnqueueRequest, enqueue, enqueue_many
+from tasks.engine.errors import SwitchyardError
 from tasks.engine.status import TERMINAL, JobStatus
 from tasks.services.effects import review
 
@@ -67,6 +69,45 @@ def create_job(pid: str):
         "status_url": url_for("jobs.get_job", jid=job_id),
         "events_url": url_for("jobs.job_events", jid=job_id),
     }), 202 if result.created else 200
+
+
+@bp.post("/api/projects/<pid>/jobs:batch")
+def create_jobs(pid: str):
+    """Up to 1,000 jobs in one request: one statement, one publishing connection. Each item
+    is checked on its own; the answer is 207 with one result per item, in order."""
+    project_id = project_id_for_owner(current_owner(), pid)
+    if project_id is None:
+        raise not_found("project")
+    body = parse_body(JobBatch)
+    items: list[dict | None] = [None] * len(body.jobs)
+    reqs: list[tuple[int, EnqueueRequest]] = []
+    for i, raw in enumerate(body.jobs):
+        try:
+            # Read as the single route reads its body (JSON, strict types).
+            job = JobCreate.model_validate_json(json.dumps(raw))
+        except ValidationError as exc:
+            items[i] = _item_error(validation_error(exc))
+            continue
+        reqs.append((i, EnqueueRequest(
+            project_id=project_id, job_type=job.job_type, payload=job.payload,
+            idempotency_key=job.idempotency_key, priority=job.priority,
+            run_after=job.run_after, max_attempts=job.max_attempts)))
+    results = enqueue_many([r for _, r in reqs], public=True)
+    for (i, _), result in zip(reqs, results, strict=True):
+        if isinstance(result, SwitchyardError):
+            items[i] = _item_error(ApiError(result.http_status or 422, result.code, str(result),
+                                            result.details()))
+            continue
+        job_id = str(result.job_id)
+        items[i] = {"status": 202 if result.created else 200, "job_id": job_id,
+                    "created": result.created,
+                    "status_url": url_for("jobs.get_job", jid=job_id)}
+    return jsonify({"items": items}), 207
+
+
+def _item_error(err: ApiError) -> dict:
+    return {"status": err.status, "error": {"code": err.code, "message": err.message,
+                                            "details": err.details}}
 
 
 @bp.get("/api/projects/<pid>/jobs")

@@ -37,6 +37,23 @@ def dispatch_quietly(job_id: uuid.UUID | str, queue: str, priority: int,
         return False
 
 
+def dispatch_many(wakeups: list[tuple[uuid.UUID | str, str, int]]) -> int:
+    """Publish many wake-ups over one producer (one broker connection); never fails the
+    caller: a wake-up not sent is the dispatch sweep's. Returns how many went out."""
+    sent = 0
+    url = get_settings().broker_url
+    try:
+        with app.producer_or_acquire() as producer:
+            for job_id, queue, priority in wakeups:
+                app.send_task(RUN_JOB, args=(str(job_id),), queue=queue, routing_key=queue,
+                              priority=broker_priority(priority, url), producer=producer)
+                sent += 1
+    except Exception:
+        log.warning("publish failed; the dispatch sweep will re-send %d wake-ups",
+                    len(wakeups) - sent, extra={"action": "publish_failed"}, exc_info=True)
+    return sent
+
+
 def broker_depth(queue: str) -> int:
     """Messages waiting in the broker's `queue`, declaring it (and its binding) first.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -10,7 +11,7 @@ from typing import Any
 import psycopg
 
 from tasks.engine import fair, pg, registry
-from tasks.engine.dispatch import dispatch_quietly
+from tasks.engine.dispatch import dispatch_many, dispatch_quietly
 from tasks.engine.errors import InvalidPayload, PermanentError, SwitchyardError
 from tasks.engine.queues import DEFAULT_PRIORITY, MAX_PRIORITY
 from tasks.engine.sql import lit, status_event
@@ -123,28 +124,33 @@ def _check_tree(parent: uuid.UUID | str) -> None:
                              "(SWITCHYARD_MAX_DESCENDANTS): no more children")
 
 
-def enqueue(req: EnqueueRequest, *, publish: bool = True, public: bool = False) -> Enqueued:
-    """Create the job once per (project, key); publish its wake-up after the commit.
-    `public`: the request is a client's (validate(public=True))."""
+def _prepare(req: EnqueueRequest, public: bool) -> dict[str, Any]:
+    """A request checked (validate, the type's admission, the tree's size) and turned into
+    its row's values: what enqueue and enqueue_many insert."""
     job_type, payload = validate(req, public=public)
     if job_type.admit is not None:
         job_type.admit(str(req.project_id), req.payload)
     if req.parent_job_id is not None:
         _check_tree(req.parent_job_id)
-    key = req.idempotency_key or f"auto:{uuid.uuid4()}"
     priority = DEFAULT_PRIORITY if req.priority is None else req.priority
     # Priority orders an owner's own work; above the operator's ceiling it is lowered to it.
     priority = min(priority, get_settings().max_priority)
-    params = {
+    return {
         "id": uuid.uuid4(), "project_id": req.project_id, "job_type": job_type.name,
         "agent_key": req.agent_key, "queue": job_type.queue, "priority": priority,
-        "payload": payload, "key": key, "run_after": req.run_after,
-        "max_attempts": req.max_attempts or job_type.max_attempts,
+        "payload": payload, "key": req.idempotency_key or f"auto:{uuid.uuid4()}",
+        "run_after": req.run_after, "max_attempts": req.max_attempts or job_type.max_attempts,
         "parent": req.parent_job_id, "ckey": req.concurrency_key,
         "climit": req.concurrency_limit,
         "timeout": req.timeout_seconds or job_type.timeout_seconds,
-        "cap": fair.cap(),
     }
+
+
+def enqueue(req: EnqueueRequest, *, publish: bool = True, public: bool = False) -> Enqueued:
+    """Create the job once per (project, key); publish its wake-up after the commit.
+    `public`: the request is a client's (validate(public=True))."""
+    params = _prepare(req, public) | {"cap": fair.cap()}
+    key = params["key"]
     try:
         row = pg.fetch_one_dict(INSERT_JOB, params)
     except psycopg.errors.ForeignKeyViolation:
@@ -157,6 +163,104 @@ def enqueue(req: EnqueueRequest, *, publish: bool = True, public: bool = False) 
             raise RuntimeError(f"job with key {key!r} neither inserted nor found")
     job_id, status, created, due = row["id"], row["status"], row["created"], row["due"]
     if created and due and publish:
-        dispatch_quietly(job_id, job_type.queue, priority)
-    return Enqueued(job_id=job_id, status=status, created=created, queue=job_type.queue,
-                    priority=priority)
+        dispatch_quietly(job_id, params["queue"], params["priority"])
+    return Enqueued(job_id=job_id, status=status, created=created, queue=params["queue"],
+                    priority=params["priority"])
+
+
+MAX_BATCH = 1000
+
+# enqueue_many: one project's rows in one statement. The owner's free places are counted
+# once, and the batch's first due rows take them (a row's place is its position).
+_OWNER = "(SELECT owner_id FROM projects WHERE id = %(project_id)s::uuid)"
+INSERT_MANY = f"""
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(ord int, id uuid, job_type text,
+        agent_key text, queue text, priority int, payload text, key text,
+        run_after timestamptz, max_attempts int, parent uuid, ckey text, climit int,
+        timeout int)
+), room AS MATERIALIZED (
+    SELECT CASE WHEN %(cap)s::int = 0 OR {_OWNER} IS NULL THEN 2147483647
+                ELSE %(cap)s::int - {fair.held_by(_OWNER)} END AS n
+), ins AS (
+    INSERT INTO agent_jobs (id, project_id, job_type, agent_key, queue, priority, payload,
+        idempotency_key, run_after, max_attempts, parent_job_id, concurrency_key,
+        concurrency_limit, timeout_seconds, dispatched_at)
+    SELECT i.id, %(project_id)s::uuid, i.job_type, i.agent_key, i.queue, i.priority,
+        i.payload::jsonb, i.key, COALESCE(i.run_after, now()), i.max_attempts, i.parent,
+        i.ckey, i.climit, i.timeout,
+        CASE WHEN (i.run_after IS NULL OR i.run_after <= now())
+                  AND i.ord <= (SELECT n FROM room) THEN now() END
+    FROM input i ORDER BY i.ord
+    ON CONFLICT (project_id, idempotency_key) DO NOTHING
+    RETURNING id, project_id, idempotency_key, dispatched_at IS NOT NULL AS due
+), ev AS ({status_event("ins", lit("queued"), "NULL::text")}
+)
+SELECT id, idempotency_key AS key, due FROM ins
+"""
+SELECT_BY_KEYS = ("SELECT id, idempotency_key AS key, status FROM agent_jobs "
+                  "WHERE project_id = %s AND idempotency_key = ANY(%s)")
+
+
+def enqueue_many(reqs: list[EnqueueRequest], *, public: bool = False
+                 ) -> list[Enqueued | SwitchyardError]:
+    """Enqueue many jobs: one statement per project, one publishing connection for all.
+
+    Each request is checked on its own; the result at its position is its Enqueued (an
+    idempotency key already used, in the project or earlier in the batch: the existing
+    job, `created` False) or the error that refused it (nothing written for it).
+    """
+    if len(reqs) > MAX_BATCH:
+        raise InvalidPayload(f"at most {MAX_BATCH} jobs in one batch",
+                             details={"field": "jobs"})
+    out: list[Enqueued | SwitchyardError | None] = [None] * len(reqs)
+    by_project: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for i, req in enumerate(reqs):
+        try:
+            by_project.setdefault(str(req.project_id), []).append((i, _prepare(req, public)))
+        except SwitchyardError as exc:
+            out[i] = exc
+    due: list[Enqueued] = []
+    for project, rows in by_project.items():
+        try:
+            placed = _insert_many(project, [p for _, p in rows])
+        except ProjectNotFound as exc:
+            for i, _ in rows:
+                out[i] = exc
+            continue
+        for (i, _), (enqueued, publish) in zip(rows, placed, strict=True):
+            out[i] = enqueued
+            if publish:
+                due.append(enqueued)
+    if due:
+        dispatch_many([(e.job_id, e.queue, e.priority) for e in due])
+    return [o for o in out if o is not None]
+
+
+def _insert_many(project: str, rows: list[dict[str, Any]]) -> list[tuple[Enqueued, bool]]:
+    """Insert one project's prepared rows; (what each became, whether to publish it)."""
+    payload = [{**{k: v for k, v in r.items() if k != "project_id"}, "ord": n + 1,
+                "id": str(r["id"]), "parent": str(r["parent"]) if r["parent"] else None,
+                "run_after": r["run_after"].isoformat() if r["run_after"] else None}
+               for n, r in enumerate(rows)]
+    try:
+        inserted = pg.fetch_dicts(INSERT_MANY, {"rows": json.dumps(payload), "cap": fair.cap(),
+                                                "project_id": project})
+    except psycopg.errors.ForeignKeyViolation:
+        raise ProjectNotFound() from None
+    mine = {r["id"]: r for r in inserted}
+    missing = [r["key"] for r in rows if r["id"] not in mine]
+    existing = {r["key"]: r for r in pg.fetch_dicts(SELECT_BY_KEYS, (project, missing))} \
+        if missing else {}
+    out = []
+    for r in rows:
+        if r["id"] in mine:
+            out.append((Enqueued(r["id"], "queued", True, r["queue"], r["priority"]),
+                        bool(mine[r["id"]]["due"])))
+            continue
+        found = existing.get(r["key"])
+        if found is None:
+            raise RuntimeError(f"job with key {r['key']!r} neither inserted nor found")
+        out.append((Enqueued(found["id"], found["status"], False, r["queue"], r["priority"]),
+                    False))
+    return out

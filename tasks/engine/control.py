@@ -55,7 +55,12 @@ def _follow(m: Finished, cascade: bool) -> None:
     if m.was == S.RUNNING and m.concurrency_key is not None:
         wake_next_for_key(m.concurrency_key)
     if m.status in TERMINAL or m.status == S.WAITING:
-        fair.refill(m.project_id)  # the owner has a place free: its next job goes out
+        # The owner has a place free: its next job goes out (chosen by the move's own
+        # statement when a run finished, tasks.engine.store.finish).
+        if m.refilled is None:
+            fair.refill(m.project_id)
+        for job_id, queue, priority in m.refilled or ():
+            dispatch_quietly(job_id, queue, priority)
 
 
 # Queued and waiting jobs in the tree are canceled at once; running ones are

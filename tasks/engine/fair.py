@@ -67,6 +67,22 @@ RETURNING {moved_columns("j")}
 
 _OWNER = "(SELECT owner_id FROM projects WHERE id = %(project)s)"
 
+# An owner's next unpublished due jobs, as many as `room` (a CTE: n) allows, from its
+# projects (`mine`: a CTE of ids), highest priority then oldest first; locked as read, each
+# project's first few in order (a row another refill holds is skipped), and the same lock
+# re-checks the row's latest version against the WHERE. The owner's refill and a run's
+# finish (tasks.engine.store, which frees a place and fills it in one statement) use it.
+PICK = """
+    SELECT j.id FROM mine m CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.created_at FROM agent_jobs j
+        WHERE j.project_id = m.id AND j.status = 'queued' AND j.dispatched_at IS NULL
+          AND j.run_after <= now()
+        ORDER BY j.priority DESC, j.created_at LIMIT (SELECT n FROM room)
+        FOR UPDATE OF j SKIP LOCKED
+    ) j
+    ORDER BY j.priority DESC, j.created_at LIMIT (SELECT n FROM room)
+"""
+
 # One owner's refill, after each of its jobs ends: both reads are short index scans
 # (migration 0018: ix_agent_jobs_holding for its places, ix_agent_jobs_unpublished for
 # its backlog in order), never a pass over its whole backlog.
@@ -76,18 +92,7 @@ WITH mine AS MATERIALIZED (
     WHERE p.owner_id = {_OWNER}
 ), room AS MATERIALIZED (
     SELECT GREATEST(%(cap)s::int - {held_by(_OWNER)}, 0) AS n
-), pick AS (
-    -- Locked as read, each project's first few in order (a row another refill holds is
-    -- skipped); the same lock re-checks the row's latest version against the WHERE.
-    SELECT j.id FROM mine m CROSS JOIN LATERAL (
-        SELECT j.id, j.priority, j.created_at FROM agent_jobs j
-        WHERE j.project_id = m.id AND j.status = 'queued' AND j.dispatched_at IS NULL
-          AND j.run_after <= now()
-        ORDER BY j.priority DESC, j.created_at LIMIT (SELECT n FROM room)
-        FOR UPDATE OF j SKIP LOCKED
-    ) j
-    ORDER BY j.priority DESC, j.created_at LIMIT (SELECT n FROM room)
-)
+), pick AS ({PICK})
 UPDATE agent_jobs j SET dispatched_at = now() WHERE j.id = ANY(ARRAY(SELECT id FROM pick))
 RETURNING {moved_columns("j")}
 """

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from enum import IntEnum
 from typing import Any
 
-from tasks.engine import pg
+from tasks.engine import fair, pg
 from tasks.engine.sql import (
     MOVED_COLUMNS,
     due,
@@ -328,6 +328,7 @@ def checkpoint(
 
 
 _FINISHED_COLUMNS = MOVED_COLUMNS
+FREES_PLACE = "('completed', 'failed', 'canceled', 'waiting')"
 
 # Like CHECKPOINT, fenced by the run's token and idempotent: re-run after it landed,
 # the UPDATE finds the job no longer running and the second SELECT returns the row
@@ -366,10 +367,23 @@ WITH job AS (
             {status_data("job.status", lit("running"), "%(error)s::text")}
     ) e
     ORDER BY e.ord
+), mine AS MATERIALIZED (  -- the fair share's refill, when the move frees the owner a place
+    SELECT p.id FROM projects p
+    WHERE %(cap)s::int > 0 AND (SELECT status FROM job) IN {FREES_PLACE}
+      AND p.owner_id = (SELECT owner_id FROM projects WHERE id = (SELECT project_id FROM job))
+), room AS MATERIALIZED (  -- + 1: the statement's snapshot still counts this job's place
+    SELECT GREATEST(%(cap)s::int + 1 - (SELECT count(*) FROM agent_jobs h
+        WHERE h.project_id IN (SELECT id FROM mine) AND {fair.HOLDS_PLACE}), 0) AS n
+), pick AS ({fair.PICK}
+), refill AS (
+    UPDATE agent_jobs r SET dispatched_at = now() WHERE r.id = ANY(ARRAY(SELECT id FROM pick))
+    RETURNING r.id, r.queue, r.priority
 )
-SELECT {_FINISHED_COLUMNS} FROM job
-UNION ALL
-SELECT {_FINISHED_COLUMNS} FROM agent_jobs
+SELECT {_FINISHED_COLUMNS}, (SELECT COALESCE(jsonb_agg(jsonb_build_array(id, queue, priority)),
+                                           '[]'::jsonb) FROM refill) AS refilled
+FROM job
+UNION ALL  -- a replay: its refill landed with it, or is the owner's refill's to do now
+SELECT {_FINISHED_COLUMNS}, NULL::jsonb FROM agent_jobs
 WHERE id = %(id)s AND claim_token = %(token)s AND write_seq = %(wseq)s::int
   AND status <> 'running'
 """
@@ -392,6 +406,9 @@ class Finished:
     status: JobStatus
     was: JobStatus = S.RUNNING
     countdown: float | None = None  # a retry's delay: its wake-up is published with it
+    # The owner's jobs the move published in its own statement (job id, queue, priority);
+    # None: not done there (another mover, or a replayed finish): the owner's refill's.
+    refilled: tuple[tuple[uuid.UUID, str, int], ...] | None = None
 
     @classmethod
     def of(cls, row: dict[str, Any], was: JobStatus = S.RUNNING, **extra: Any) -> Finished:
@@ -423,8 +440,12 @@ def finish(
         "wait_any": wait_any, "wait_approvals": wait_approvals,
         "events": json.dumps(events),
     }
-    row = pg.persist_one(FINISHES[_deferred(pending)], params)
-    return Finished.of(row, countdown=delay) if row is not None else None
+    row = pg.persist_one(FINISHES[_deferred(pending)], params | {"cap": fair.cap()})
+    if row is None:
+        return None
+    refilled = row.pop("refilled")
+    return Finished.of(row, countdown=delay, refilled=None if refilled is None else tuple(
+        (uuid.UUID(i), q, int(p)) for i, q, p in refilled))
 
 
 def peek_queue(job_id: uuid.UUID | str) -> tuple[str, int] | None:

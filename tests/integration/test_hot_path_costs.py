@@ -74,3 +74,28 @@ def test_writing_events_sends_no_notification(db):
     assert triggers == []
     functions = pg.fetch_dicts("SELECT proname FROM pg_proc WHERE prosrc ILIKE '%%pg_notify(%%'")
     assert functions == []
+
+
+def test_a_finishing_run_publishes_its_owners_next_job_in_its_own_statement(project):
+    from tasks.engine import store
+    from tasks.engine.status import JobStatus
+    from tests.conftest import in_process_worker_paused
+    from tests.integration.jobdb import new_job
+
+    with in_process_worker_paused():
+        # Given an owner with its 16 places taken and one job held back
+        ids = [new_job(project, payload={"steps": 1}, publish=False) for _ in range(17)]
+        held = pg.fetch_dicts("SELECT id FROM agent_jobs WHERE id = ANY(%s) "
+                              "AND dispatched_at IS NULL", (ids,))
+        assert len(held) == 1
+        # When one of the running ones finishes
+        first = next(i for i in ids if i != held[0]["id"])
+        claimed = store.claim(first, "test-worker")
+        assert claimed is not None
+        done = store.finish(store.Owner(claimed.id, claimed.token), 1, JobStatus.COMPLETED,
+                            None, [])
+    # Then the same statement published the held one, and says so to the caller
+    assert done is not None and done.refilled is not None
+    assert [r[0] for r in done.refilled] == [held[0]["id"]]
+    assert pg.fetch_value("SELECT dispatched_at IS NOT NULL FROM agent_jobs WHERE id = %s",
+                          (held[0]["id"],))

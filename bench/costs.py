@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from bench.throughput import Durable, burst, setup_services, start_workers  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
+STATS_SETTLE = 11.0
 
 
 def cpu_of(pids: list[int]) -> float:
@@ -102,11 +103,13 @@ def measure(durable: Durable, jobs: int, classes: dict[str, list[int]]) -> dict[
         stats["cpu producer"] = own_cpu()
         return stats
 
-    time.sleep(1.5)  # a backend's statistics reach pg_stat_database within a second
+    # A busy backend flushes its statistics to pg_stat_database about every second, an idle
+    # one only after 10 s (PostgreSQL 15's PGSTAT_IDLE_INTERVAL): wait that out both sides.
+    time.sleep(STATS_SETTLE)
     before = snapshot()
     events_before = pg.fetch_value("SELECT count(*) FROM agent_job_events")
     burst(durable, jobs)
-    time.sleep(1.5)
+    time.sleep(STATS_SETTLE)
     after = snapshot()
     moved = {k: (after[k] - before[k]) / jobs for k in after}
     moved["events"] = (pg.fetch_value("SELECT count(*) FROM agent_job_events")

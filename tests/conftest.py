@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,8 +119,25 @@ def db() -> Iterator[None]:
                 raise
     pg.execute("INSERT INTO projects (id, owner_id, name, phase) VALUES "
                "('00000000-0000-0000-0000-000000000000', NULL, 'system', 'system')")
-    redis.Redis.from_url(os.environ["BROKER_URL"]).flushdb()
+    empty_broker(redis)
     yield
+
+
+def empty_broker(redis: Any) -> None:
+    """Redis: flush the test's database number. AMQP (the RabbitMQ pass of .ci/run): purge
+    the engine's queues."""
+    url = os.environ["BROKER_URL"]
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        redis.Redis.from_url(url).flushdb()
+        return
+    from tasks.celery_app import app
+    from tasks.engine.queues import QUEUES
+
+    with app.connection_for_write() as conn:
+        for name in QUEUES:
+            queue = app.amqp.queues[name](conn.default_channel)
+            queue.declare()
+            queue.purge()
 
 
 @pytest.fixture

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from models.schema import SYSTEM_PROJECT_ID
 from tasks.engine import pg
-from tasks.engine.enqueue import EnqueueRequest, enqueue
+from tasks.engine.enqueue import Enqueued, EnqueueRequest, enqueue_many
+
+log = logging.getLogger(__name__)
 
 DAILY = ("nightshift.cycle_project", "drip.process_digests", "drip.process_nudges")
 
@@ -39,6 +42,12 @@ def enqueue_scheduled(job_types: tuple[str, ...] | list[str],
     now = now or pg.db_now()  # the date keys follow the database's clock, whoever fires
     created: dict[str, int] = {}
     for job_type in job_types:
-        results = [enqueue(req) for req in requests_for(job_type, now)]
-        created[job_type] = sum(r.created for r in results)
+        # One statement per project and one publishing connection for all (the night shift
+        # fans out to every project that has it on); a project refused (deleted meanwhile)
+        # does not stop the others.
+        results = enqueue_many(requests_for(job_type, now))
+        for refused in (r for r in results if not isinstance(r, Enqueued)):
+            log.warning("a scheduled job was refused: %s", refused,
+                        extra={"action": "schedule_refused", "job_type": job_type})
+        created[job_type] = sum(r.created for r in results if isinstance(r, Enqueued))
     return created

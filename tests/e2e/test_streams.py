@@ -391,7 +391,7 @@ def test_a_client_that_stops_reading_is_dropped_and_does_not_delay_the_others(we
         web.wait_subscribers(2)
 
         # When three canaries write more events than a subscriber's queue holds
-        jobs = [web.job({"steps": 400}) for _ in range(3)]
+        jobs = [web.job({"steps": 800}) for _ in range(3)]  # one event a step (and 3 a job)
         wait_done(*jobs, timeout=60)
         expected = logged(project=web.project)
         live = logged(project=web.project, after=history_end)

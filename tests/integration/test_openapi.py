@@ -385,8 +385,12 @@ def test_sequences_of_calls_never_answer_5xx(world: World) -> None:
     # Auth is probed per operation by the test above; here every call carries the token.
     config = schemathesis.Config.from_dict({"generation": GENERATION, "operations": OPERATIONS,
                                             "checks": {"ignored_auth": {"enabled": False}}})
+    # jobs:batch is fuzzed call by call above; in a chain, its items' answers depend on what
+    # earlier examples stored (a key seen before answers 200 in its item), so hypothesis's
+    # replay of a sequence drew differently from the sequence itself (FlakyStrategyDefinition
+    # in CI).
     machine = schemathesis.openapi.from_wsgi("/api/openapi.json", APP, config=config).exclude(
-        operation_id=["project_events", "job_events"]).as_state_machine()
+        operation_id=["project_events", "job_events", "create_jobs"]).as_state_machine()
     assert len(machine.bundles) >= 4, "too few links between operations were found"
 
     class Workflow(machine):  # type: ignore[valid-type,misc]

@@ -54,7 +54,7 @@ def _follow(m: Finished, cascade: bool) -> None:
         resume_if_ready(m.parent_job_id)
     if m.was == S.RUNNING and m.concurrency_key is not None:
         wake_next_for_key(m.concurrency_key)
-    if m.status in TERMINAL or m.status == S.WAITING:
+    if m.status in fair.FREES_PLACE:
         # The owner has a place free: its next job goes out (chosen by the move's own
         # statement when a run finished, tasks.engine.store.finish).
         if m.refilled is None:

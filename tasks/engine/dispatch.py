@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Any
 
 from tasks.celery_app import RUN_JOB, app
 from tasks.engine.queues import broker_priority
@@ -17,11 +18,11 @@ log = logging.getLogger(__name__)
 
 
 def dispatch(job_id: uuid.UUID | str, queue: str, priority: int,
-             countdown: float | None = None) -> None:
+             countdown: float | None = None, producer: Any = None) -> None:
     app.send_task(
         RUN_JOB, args=(str(job_id),), queue=queue, routing_key=queue,
         priority=broker_priority(priority, get_settings().broker_url),
-        countdown=countdown if countdown and countdown > 0 else None,
+        countdown=countdown if countdown and countdown > 0 else None, producer=producer,
     )
 
 
@@ -41,12 +42,10 @@ def dispatch_many(wakeups: list[tuple[uuid.UUID | str, str, int]]) -> int:
     """Publish many wake-ups over one producer (one broker connection); never fails the
     caller: a wake-up not sent is the dispatch sweep's. Returns how many went out."""
     sent = 0
-    url = get_settings().broker_url
     try:
         with app.producer_or_acquire() as producer:
             for job_id, queue, priority in wakeups:
-                app.send_task(RUN_JOB, args=(str(job_id),), queue=queue, routing_key=queue,
-                              priority=broker_priority(priority, url), producer=producer)
+                dispatch(job_id, queue, priority, producer=producer)
                 sent += 1
     except Exception:
         log.warning("publish failed; the dispatch sweep will re-send %d wake-ups",

@@ -179,9 +179,7 @@ WITH input AS (
         agent_key text, queue text, priority int, payload text, key text,
         run_after timestamptz, max_attempts int, parent uuid, ckey text, climit int,
         timeout int)
-), room AS MATERIALIZED (
-    SELECT CASE WHEN %(cap)s::int = 0 OR {_OWNER} IS NULL THEN 2147483647
-                ELSE %(cap)s::int - {fair.held_by(_OWNER)} END AS n
+), room AS MATERIALIZED (SELECT {fair.free_places(_OWNER)} AS n
 ), ins AS (
     INSERT INTO agent_jobs (id, project_id, job_type, agent_key, queue, priority, payload,
         idempotency_key, run_after, max_attempts, parent_job_id, concurrency_key,

@@ -17,6 +17,7 @@ import uuid
 from tasks.engine import pg
 from tasks.engine.dispatch import dispatch_quietly
 from tasks.engine.sql import moved_columns
+from tasks.engine.status import TERMINAL, JobStatus
 from tasks.settings import get_settings
 
 # A job that holds one of its owner's places: running, or queued with its wake-up published.
@@ -34,11 +35,22 @@ def held_by(owner: str) -> str:
             f"(SELECT id FROM projects WHERE owner_id = {owner}) AND {HOLDS_PLACE})")
 
 
+def free_places(owner: str, cap: str = "%(cap)s") -> str:
+    """SQL: how many more jobs the owner `owner` (a uuid expression) may have published now;
+    unbounded when nothing is capped or the project is the system's (no owner)."""
+    return (f"(CASE WHEN {cap}::int = 0 OR {owner} IS NULL THEN 2147483647 "
+            f"ELSE {cap}::int - {held_by(owner)} END)")
+
+
 def publish_now(project: str, cap: str = "%(cap)s") -> str:
     """SQL: a new due job of `project` (a uuid expression) is published at once when its
     owner has room (or none is capped, or the project is the system's)."""
-    owner = f"(SELECT owner_id FROM projects WHERE id = {project})"
-    return f"({cap}::int = 0 OR {owner} IS NULL OR {held_by(owner)} < {cap}::int)"
+    return f"({free_places(f'(SELECT owner_id FROM projects WHERE id = {project})', cap)} > 0)"
+
+
+# A move to one of these gives the job's place back (HOLDS_PLACE: running, or queued and
+# published), so the owner's next job may go out.
+FREES_PLACE: frozenset[JobStatus] = TERMINAL | {JobStatus.WAITING}
 
 
 # The dispatch sweep's pass over every owner: owners' unpublished due jobs, each owner's

@@ -28,7 +28,14 @@ from tasks.engine.sql import (
     status_data,
     status_event,
 )
-from tasks.engine.status import TERMINAL, IllegalTransition, JobStatus, can_transition, guard
+from tasks.engine.status import (
+    TERMINAL,
+    IllegalTransition,
+    JobStatus,
+    can_transition,
+    guard,
+    sql_list,
+)
 
 S = JobStatus
 
@@ -328,7 +335,7 @@ def checkpoint(
 
 
 _FINISHED_COLUMNS = MOVED_COLUMNS
-FREES_PLACE = "('completed', 'failed', 'canceled', 'waiting')"
+_JOB_OWNER = "(SELECT owner_id FROM projects WHERE id = (SELECT project_id FROM job))"
 
 # Like CHECKPOINT, fenced by the run's token and idempotent: re-run after it landed,
 # the UPDATE finds the job no longer running and the second SELECT returns the row
@@ -369,11 +376,10 @@ WITH job AS (
     ORDER BY e.ord
 ), mine AS MATERIALIZED (  -- the fair share's refill, when the move frees the owner a place
     SELECT p.id FROM projects p
-    WHERE %(cap)s::int > 0 AND (SELECT status FROM job) IN {FREES_PLACE}
-      AND p.owner_id = (SELECT owner_id FROM projects WHERE id = (SELECT project_id FROM job))
+    WHERE %(cap)s::int > 0 AND (SELECT status FROM job) IN {sql_list(fair.FREES_PLACE)}
+      AND p.owner_id = {_JOB_OWNER}
 ), room AS MATERIALIZED (  -- + 1: the statement's snapshot still counts this job's place
-    SELECT GREATEST(%(cap)s::int + 1 - (SELECT count(*) FROM agent_jobs h
-        WHERE h.project_id IN (SELECT id FROM mine) AND {fair.HOLDS_PLACE}), 0) AS n
+    SELECT GREATEST(%(cap)s::int + 1 - {fair.held_by(_JOB_OWNER)}, 0) AS n
 ), pick AS ({fair.PICK}
 ), refill AS (
     UPDATE agent_jobs r SET dispatched_at = now() WHERE r.id = ANY(ARRAY(SELECT id FROM pick))

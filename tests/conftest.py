@@ -125,7 +125,7 @@ def db() -> Iterator[None]:
 
 def empty_broker(redis: Any) -> None:
     """Redis: flush the test's database number. AMQP (the RabbitMQ pass of .ci/run): purge
-    the engine's queues."""
+    the engine's queues and the tests' parked one (tests.integration.jobdb.PARKED)."""
     url = os.environ["BROKER_URL"]
     if url.startswith(("redis://", "rediss://", "unix://")):
         redis.Redis.from_url(url).flushdb()
@@ -134,7 +134,7 @@ def empty_broker(redis: Any) -> None:
     from tasks.engine.queues import QUEUES
 
     with app.connection_for_write() as conn:
-        for name in QUEUES:
+        for name in (*QUEUES, "test-parked"):
             queue = app.amqp.queues[name](conn.default_channel)
             queue.declare()
             queue.purge()
@@ -182,17 +182,32 @@ def in_process_worker_paused() -> Iterator[None]:
     """Stop the session worker consuming (for tests whose own processes must get every job)."""
     from tasks.engine.queues import QUEUES
 
+    from tasks.celery_app import app
+
     w = in_process_worker
     if w is None:
         yield
         return
-    for queue in QUEUES:
-        w.consumer.cancel_task_queue(queue)
+    # Through the worker's remote control, so its own consumer thread does it: an AMQP
+    # connection (py-amqp) breaks when a second thread sends on it mid-read. The command only
+    # schedules the change (call_soon), so wait until the worker reports it done.
+    def control(command: str) -> None:
+        for queue in QUEUES:
+            replies = app.control.broadcast(command, arguments={"queue": queue}, reply=True,
+                                            destination=[w.hostname], timeout=10)
+            assert replies, f"the session worker did not answer {command}({queue})"
+        wanted = set(QUEUES) if command == "add_consumer" else set()
+
+        def consuming() -> set[str]:
+            answer = app.control.inspect(destination=[w.hostname], timeout=5).active_queues()
+            return {q["name"] for q in (answer or {}).get(w.hostname, [])} & set(QUEUES)
+        wait_until(lambda: consuming() == wanted, what=f"the session worker's {command}")
+
+    control("cancel_consumer")
     try:
         yield
     finally:
-        for queue in QUEUES:
-            w.consumer.add_task_queue(queue)
+        control("add_consumer")
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 15.0,

@@ -142,18 +142,19 @@ def park(job_id: uuid.UUID | str) -> None:
 
 
 def parked_wakeups() -> list[str]:
-    """Job ids of every `run_job` message waiting in PARKED (any priority level)."""
-    import base64
-    import json
-    import os
+    """Job ids of every `run_job` message waiting in PARKED, read through the broker's own
+    protocol (Redis's priority lists or an AMQP queue alike) and handed back unconsumed."""
+    from tasks.celery_app import app
 
-    import redis
-
-    client = redis.Redis.from_url(os.environ["BROKER_URL"])
     ids: list[str] = []
-    for key in client.keys(f"{PARKED}*"):
-        for raw in client.lrange(key, 0, -1):
-            message = json.loads(raw)
-            args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+    with app.connection_for_read() as conn:
+        queue = app.amqp.queues[PARKED](conn.default_channel)  # declared as a publish would
+        queue.declare()
+        held = []
+        while (message := queue.get(no_ack=False)) is not None:
+            held.append(message)
+            args, _kwargs, _embed = message.decode()
             ids.append(args[0])
+        for message in held:
+            message.requeue()
     return ids

@@ -87,9 +87,9 @@ def test_the_batch_respects_the_owners_fair_share(alice):
             alice.job()
         r = alice.post(BATCH.format(pid=alice.project),
                        {"jobs": [{"job_type": "system.canary"} for _ in range(20)]})
-    ids = [i["job_id"] for i in r.get_json()["items"]]
-    published = tuple_row("SELECT count(*) FROM agent_jobs WHERE id = ANY(%s::uuid[]) "
-                          "AND dispatched_at IS NOT NULL", (ids,))[0]
+        ids = [i["job_id"] for i in r.get_json()["items"]]
+        published = tuple_row("SELECT count(*) FROM agent_jobs WHERE id = ANY(%s::uuid[]) "
+                              "AND dispatched_at IS NOT NULL", (ids,))[0]
     assert published == 13
 
 

@@ -41,11 +41,21 @@ task_reject_on_worker_lost = True
 task_track_started = False
 
 task_default_queue = "default"
-task_queue_max_priority = 9
 task_default_priority = 4  # tasks.engine.queues.broker_priority(5) on Redis
-task_queues = [
-    Queue(name, routing_key=name, queue_arguments={"x-max-priority": 9}) for name in QUEUES
-]
+if _settings.amqp_queue_type == "quorum":
+    # RabbitMQ quorum queues (replicated across a cluster's nodes, for a broker that must
+    # survive a node): they keep no priority levels (RabbitMQ 3.x), so priority orders only
+    # what PostgreSQL publishes (an owner's waiting jobs, the dispatch sweep). Celery turns
+    # off the global QoS they refuse (worker_detect_quorum_queues); publishes wait for the
+    # broker's confirm, as a replicated queue's durability needs.
+    task_create_missing_queue_type = "quorum"
+    task_queues = [Queue(name, routing_key=name, queue_arguments={"x-queue-type": "quorum"})
+                   for name in QUEUES]
+    broker_transport_options["confirm_publish"] = True
+else:
+    task_queue_max_priority = 9
+    task_queues = [Queue(name, routing_key=name, queue_arguments={"x-max-priority": 9})
+                   for name in QUEUES]
 task_routes = {"tasks.sweep": {"queue": "sweeps"}, "tasks.schedule": {"queue": "sweeps"},
                "tasks.maintain": {"queue": "sweeps"}}
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
+import os
 
 from celery import Celery, signals
+from celery.apps.worker import Worker as CommandWorker
 
 import tasks.catalog  # noqa: F401 - registers every job type
 from tasks.celery_app import MAINTAIN, RUN_JOB, SCHEDULE, SWEEP, app
@@ -43,6 +46,11 @@ def maintain() -> dict[str, object]:
 @signals.worker_init.connect
 def _on_worker_init(sender: object = None, **_: object) -> None:
     lifecycle.pin_worker_id()  # before a prefork pool forks: its children share the id
+    # Celery sends worker_shutdown on a warm stop but not on every cold one (a second signal
+    # that raises WorkerTerminate, as on AMQP), so a `celery worker` process also releases at
+    # exit; a release finds nothing the second time. Children share the id: only this pid.
+    if isinstance(sender, CommandWorker):
+        atexit.register(_release_at_exit, os.getpid())
     if _is_solo(getattr(sender, "pool_cls", None)):
         consume_without_acks(app)
     try:  # the coming days' event partitions, in case beat has not run for a while
@@ -68,6 +76,11 @@ def _on_shutting_down(**_: object) -> None:
 def _on_shutdown(**_: object) -> None:
     for row in lifecycle.release_all():
         control.after_transition(Finished.of(row))
+
+
+def _release_at_exit(pid: int) -> None:
+    if os.getpid() == pid:
+        _on_shutdown()
 
 
 def _is_solo(pool: object) -> bool:

@@ -16,7 +16,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -106,9 +105,9 @@ def db() -> Iterator[None]:
     """An empty database (but for the system project) and an empty broker."""
     start_services()
     import psycopg
-    import redis
 
     from tasks.engine import pg
+    from tests.support import broker
 
     for attempt in range(5):  # a leftover job of an earlier test may hold a lock we need
         try:
@@ -119,25 +118,8 @@ def db() -> Iterator[None]:
                 raise
     pg.execute("INSERT INTO projects (id, owner_id, name, phase) VALUES "
                "('00000000-0000-0000-0000-000000000000', NULL, 'system', 'system')")
-    empty_broker(redis)
+    broker.wipe()
     yield
-
-
-def empty_broker(redis: Any) -> None:
-    """Redis: flush the test's database number. AMQP (the RabbitMQ pass of .ci/run): purge
-    the engine's queues and the tests' parked one (tests.integration.jobdb.PARKED)."""
-    url = os.environ["BROKER_URL"]
-    if url.startswith(("redis://", "rediss://", "unix://")):
-        redis.Redis.from_url(url).flushdb()
-        return
-    from tasks.celery_app import app
-    from tasks.engine.queues import QUEUES
-
-    with app.connection_for_write() as conn:
-        for name in (*QUEUES, "test-parked"):
-            queue = app.amqp.queues[name](conn.default_channel)
-            queue.declare()
-            queue.purge()
 
 
 @pytest.fixture
@@ -180,9 +162,8 @@ in_process_worker = None  # the session `worker`, once a test has started it
 @contextlib.contextmanager
 def in_process_worker_paused() -> Iterator[None]:
     """Stop the session worker consuming (for tests whose own processes must get every job)."""
-    from tasks.engine.queues import QUEUES
-
     from tasks.celery_app import app
+    from tasks.engine.queues import QUEUES
 
     w = in_process_worker
     if w is None:

@@ -13,6 +13,7 @@ from psycopg.rows import dict_row
 from tasks.engine import pg, sweeps
 from tasks.engine.enqueue import Enqueued, EnqueueRequest, enqueue
 from tests.conftest import wait_until
+from tests.support.broker import PARKED
 
 TERMINAL = ("completed", "failed", "canceled")
 
@@ -133,7 +134,7 @@ def sample_while(predicate: Callable[[], bool], sample: Callable[[], Any],
     return seen
 
 
-PARKED = "test-parked"  # a queue no worker consumes: wake-ups sent there stay to be read
+
 
 
 def park(job_id: uuid.UUID | str) -> None:

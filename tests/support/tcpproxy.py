@@ -14,13 +14,14 @@ import threading
 
 
 class TcpProxy:
-    def __init__(self, upstream: tuple[str, int]) -> None:
+    def __init__(self, upstream: tuple[str, int], host: str = "127.0.0.1") -> None:
         self.upstream = upstream
+        self.host = host  # the address it listens on (a network namespace's peer, say)
         self._lock = threading.Lock()
         self._conns: set[socket.socket] = set()
         self._listener: socket.socket | None = None
         with socket.socket() as probe:  # a port of our own, kept across cut/restore
-            probe.bind(("127.0.0.1", 0))
+            probe.bind((host, 0))
             self.port = int(probe.getsockname()[1])
         self.restore()
 
@@ -28,7 +29,7 @@ class TcpProxy:
         """Accept connections again, on the same port."""
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
+        listener.bind((self.host, self.port))
         listener.listen(64)
         self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()

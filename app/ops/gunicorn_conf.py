@@ -16,6 +16,9 @@ from typing import Any
 
 
 def post_worker_init(worker: Any) -> None:
+    from app.ops import lingering
+
+    lingering.install()  # a client that keeps its end open stalls nobody (app.ops.lingering)
     handle_exit = worker.handle_exit
 
     def on_sigterm(sig: int, frame: Any) -> None:

@@ -64,10 +64,12 @@ def start_web(stack: contextlib.ExitStack, logdir: Path) -> tuple[int, subproces
     from app.ops.embedded import free_port
 
     port = free_port()
-    # One token plays every client here: lift its per-token limits (rate, open streams).
+    # One token plays every client here: lift its per-token limits (rate, open streams), and
+    # let the one process hold (b)'s subscribers (its default, 48, suits `up`'s 64 threads).
     env = dict(os.environ, SWITCHYARD_METRICS_TOKEN=METRICS_TOKEN,
                SWITCHYARD_RATE_LIMIT_PER_SECOND="1000000",
-               SWITCHYARD_RATE_LIMIT_BURST="1000000", SWITCHYARD_STREAMS_PER_TOKEN="100000")
+               SWITCHYARD_RATE_LIMIT_BURST="1000000", SWITCHYARD_STREAMS_PER_TOKEN="100000",
+               SWITCHYARD_STREAMS_PER_PROCESS=str(WEB_THREADS - 20))
     log = open(logdir / "web.log", "w")  # noqa: SIM115 - closed with the stack
     stack.callback(log.close)
     proc = subprocess.Popen(web_command(HOST, port, WEB_THREADS), cwd=ROOT, env=env,

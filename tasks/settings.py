@@ -156,9 +156,12 @@ class Settings:
     # the peer's address is the client's); per-address limits need the client's.
     trusted_proxies: int = 0
     # tasks.services.llm. The API key stays out of repr, so a logged Settings never shows it.
-    llm_provider: str = "scripted"  # scripted | anthropic
+    llm_provider: str = "scripted"  # scripted | anthropic | openai
     anthropic_api_key: str = field(default="", repr=False)
     anthropic_base_url: str = "https://api.anthropic.com"
+    # The openai SDK's own variables: any OpenAI-compatible server (a local one needs no key).
+    openai_api_key: str = field(default="", repr=False)
+    openai_base_url: str = ""  # "": the SDK's default, api.openai.com
     llm_model: str = "claude-sonnet-4-6"
     llm_max_tokens: int = 4096  # a ceiling on any request's max_tokens
     # services.llm.flow: the operator's ceiling on what one owner's projects together may
@@ -318,6 +321,10 @@ class Settings:
 MIN_SECRET_LENGTH = 32
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/switchyard"
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
+# SWITCHYARD_LLM_MODEL when unset, by SWITCHYARD_LLM_PROVIDER (a self-hosted server names its
+# own: set the variable).
+DEFAULT_MODELS = {"scripted": "claude-sonnet-4-6", "anthropic": "claude-sonnet-4-6",
+                  "openai": "gpt-4.1-mini"}
 
 
 def check(settings: Settings) -> Settings:
@@ -402,7 +409,10 @@ def get_settings() -> Settings:
         llm_provider=env_str("SWITCHYARD_LLM_PROVIDER", "scripted").lower(),
         anthropic_api_key=env_str("ANTHROPIC_API_KEY", ""),
         anthropic_base_url=env_str("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
-        llm_model=env_str("SWITCHYARD_LLM_MODEL", "claude-sonnet-4-6"),
+        openai_api_key=env_str("OPENAI_API_KEY", ""),
+        openai_base_url=env_str("OPENAI_BASE_URL", ""),
+        llm_model=env_str("SWITCHYARD_LLM_MODEL", DEFAULT_MODELS.get(
+            env_str("SWITCHYARD_LLM_PROVIDER", "scripted").lower(), "claude-sonnet-4-6")),
         llm_max_tokens=env_int("SWITCHYARD_LLM_MAX_TOKENS", 4096, minimum=1),
         llm_daily_usd_per_owner=env_float("SWITCHYARD_LLM_DAILY_USD_PER_OWNER", 20.0,
                                           minimum=0.0),

@@ -15,7 +15,7 @@ from tasks.settings import SettingsError, get_settings
 __all__ = ["LLMClient", "LLMRequest", "LLMResult", "ToolCall", "Usage", "get_client",
            "reset_client"]
 
-PROVIDERS = ("scripted", "anthropic")
+PROVIDERS = ("scripted", "anthropic", "openai")
 
 
 def get_client() -> LLMClient:
@@ -49,5 +49,17 @@ def _client_for_process(pid: int) -> LLMClient:
                                  base_url=settings.anthropic_base_url, model=settings.llm_model,
                                  timeout=settings.llm_timeout_seconds,
                                  max_tokens_cap=settings.llm_max_tokens)
+    if settings.llm_provider == "openai":
+        from tasks.services.llm.openai_provider import OpenAIProvider
+
+        # A self-hosted server (vLLM, Ollama, llama.cpp) usually asks for no key; the SDK
+        # insists on one, so a placeholder goes with a base URL of the operator's choosing.
+        if not settings.openai_api_key and not settings.openai_base_url:
+            raise SettingsError("SWITCHYARD_LLM_PROVIDER=openai needs OPENAI_API_KEY (or "
+                                "OPENAI_BASE_URL for a server that asks for none)")
+        return OpenAIProvider(api_key=settings.openai_api_key or "unused",
+                              base_url=settings.openai_base_url or "https://api.openai.com/v1",
+                              model=settings.llm_model, timeout=settings.llm_timeout_seconds,
+                              max_tokens_cap=settings.llm_max_tokens)
     raise SettingsError(f"SWITCHYARD_LLM_PROVIDER must be one of {PROVIDERS}, "
                         f"got {settings.llm_provider!r}")

@@ -7,11 +7,8 @@ slows every worker instead of each one hammering the API on its own.
 
 from __future__ import annotations
 
-import email.utils
-import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import anthropic
@@ -20,13 +17,12 @@ from anthropic.types import Message
 from tasks.engine.errors import PermanentError, RetryableError, SwitchyardError
 from tasks.services.llm.errors import ProviderBusy
 from tasks.services.llm.pricing import cost_usd
+from tasks.services.llm.retry_after import retry_after
 from tasks.services.llm.types import LLMRequest, LLMResult, ToolCall, Usage
 
 PROVIDER = "anthropic"
 BUSY_STATUSES = (429, 529)  # rate limited, overloaded
 BUSY_TYPES = ("rate_limit_error", "overloaded_error")  # the same, as a mid-stream error event
-DEFAULT_RETRY_AFTER = 10.0  # seconds, when a busy answer names no retry-after
-MAX_RETRY_AFTER = 3600.0  # a garbled header must not park the provider for days
 
 
 class AnthropicProvider:
@@ -110,34 +106,3 @@ def map_error(exc: anthropic.APIError) -> SwitchyardError:
     if status >= 500 or status in (408, 409) or status < 400:
         return RetryableError(what)
     return PermanentError(what)
-
-
-def retry_after(headers: Any) -> float:
-    """Seconds to wait, from retry-after-ms, retry-after (seconds or an HTTP date), or a default."""
-    ms = _number(headers.get("retry-after-ms"))
-    seconds = ms / 1000 if ms is not None else _number(headers.get("retry-after"))
-    if seconds is None:
-        seconds = _seconds_until(headers.get("retry-after"))
-    if seconds is None:
-        return DEFAULT_RETRY_AFTER
-    return min(max(seconds, 0.1), MAX_RETRY_AFTER)
-
-
-def _number(raw: str | None) -> float | None:
-    try:
-        value = float(raw) if raw else None
-    except ValueError:
-        return None
-    return value if value is not None and math.isfinite(value) else None
-
-
-def _seconds_until(raw: str | None) -> float | None:
-    if not raw:
-        return None
-    try:
-        when = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return (when - datetime.now(UTC)).total_seconds()

@@ -1,6 +1,6 @@
 """What a call cost: list prices per million tokens, by model, so budgets can count dollars.
 
-The table holds Anthropic's published list prices; a model it does not know is
+The table holds Anthropic's and OpenAI's published list prices; a model it does not know is
 charged the default (a mid-range price, so an unknown model is never free). Set
 SWITCHYARD_LLM_PRICE_INPUT_PER_MTOK / _OUTPUT_PER_MTOK to price every model
 yourself (a negotiated rate, a proxy, a model newer than this table).
@@ -35,6 +35,13 @@ PRICES: dict[str, Price] = {
     "claude-haiku-4-5": Price(1.0, 5.0),
     "claude-3-5-haiku": Price(0.8, 4.0),
     "claude-3-haiku": Price(0.25, 1.25),
+    # OpenAI's list prices, for SWITCHYARD_LLM_PROVIDER=openai against api.openai.com; a
+    # self-hosted model costs what the operator says (SWITCHYARD_LLM_PRICE_*: 0 for free).
+    "gpt-4.1-nano": Price(0.1, 0.4),
+    "gpt-4.1-mini": Price(0.4, 1.6),
+    "gpt-4.1": Price(2.0, 8.0),
+    "gpt-4o-mini": Price(0.15, 0.6),
+    "gpt-4o": Price(2.5, 10.0),
 }
 DEFAULT_PRICE = Price(3.0, 15.0)
 

@@ -164,6 +164,9 @@ class Settings:
     openai_base_url: str = ""  # "": the SDK's default, api.openai.com
     llm_model: str = "claude-sonnet-4-6"
     llm_max_tokens: int = 4096  # a ceiling on any request's max_tokens
+    # (ROLE, provider or "", model or "") from SWITCHYARD_LLM_PROVIDER_<ROLE> and
+    # SWITCHYARD_LLM_MODEL_<ROLE>: tasks.services.llm.roles checks the roles.
+    llm_role_models: tuple[tuple[str, str, str], ...] = ()
     # services.llm.flow: the operator's ceiling on what one owner's projects together may
     # spend on models per UTC day, over each project's own budget (0: none).
     llm_daily_usd_per_owner: float = 20.0
@@ -323,7 +326,7 @@ DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/switchyard"
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
 # SWITCHYARD_LLM_MODEL when unset, by SWITCHYARD_LLM_PROVIDER (a self-hosted server names its
 # own: set the variable).
-DEFAULT_MODELS = {"scripted": "claude-sonnet-4-6", "anthropic": "claude-sonnet-4-6",
+DEFAULT_MODELS = {"scripted": "scripted-1", "anthropic": "claude-sonnet-4-6",
                   "openai": "gpt-4.1-mini"}
 
 
@@ -369,6 +372,16 @@ def _run(service_check: ServiceCheck, settings: Settings) -> None:
         raise SettingsError(str(exc)) from None
 
 
+def _role_models() -> tuple[tuple[str, str, str], ...]:
+    roles: dict[str, list[str]] = {}
+    for key, value in os.environ.items():
+        for prefix, slot in (("SWITCHYARD_LLM_PROVIDER_", 0), ("SWITCHYARD_LLM_MODEL_", 1)):
+            if key.startswith(prefix) and key[len(prefix):] and value.strip():
+                roles.setdefault(key[len(prefix):], ["", ""])[slot] = (
+                    value.strip().lower() if slot == 0 else value.strip())
+    return tuple((role, p, m) for role, (p, m) in sorted(roles.items()))
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     public_url = env_http_url("SWITCHYARD_PUBLIC_URL")
@@ -409,6 +422,7 @@ def get_settings() -> Settings:
         llm_provider=env_str("SWITCHYARD_LLM_PROVIDER", "scripted").lower(),
         anthropic_api_key=env_str("ANTHROPIC_API_KEY", ""),
         anthropic_base_url=env_str("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
+        llm_role_models=_role_models(),
         openai_api_key=env_str("OPENAI_API_KEY", ""),
         openai_base_url=env_str("OPENAI_BASE_URL", ""),
         llm_model=env_str("SWITCHYARD_LLM_MODEL", DEFAULT_MODELS.get(

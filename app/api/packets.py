@@ -80,6 +80,7 @@ class Usage:
     input_tokens: int
     output_tokens: int
     cost_usd: Decimal
+    models: tuple[str, ...] = ()  # "provider/model" of each model the step called
 
     def counts(self) -> dict[str, Any]:
         return {"calls": self.calls, "input_tokens": self.input_tokens,
@@ -91,7 +92,9 @@ def usage_of(job_id: uuid.UUID) -> dict[str, Any]:
     rows = [Usage(**r) for r in pg.fetch_dicts(
         "SELECT u.step_seq AS seq, s.name, count(*)::int AS calls, "
         "sum(u.input_tokens)::bigint AS input_tokens, "
-        "sum(u.output_tokens)::bigint AS output_tokens, sum(u.cost_usd) AS cost_usd "
+        "sum(u.output_tokens)::bigint AS output_tokens, sum(u.cost_usd) AS cost_usd, "
+        "array_agg(DISTINCT u.provider || '/' || u.model ORDER BY u.provider || '/' || "
+        "u.model) AS models "
         "FROM llm_usage u LEFT JOIN job_steps s ON s.job_id = u.job_id AND s.seq = u.step_seq "
         "WHERE u.job_id = %s GROUP BY u.step_seq, s.name ORDER BY u.step_seq NULLS LAST",
         (job_id,))]
@@ -103,4 +106,5 @@ def usage_json(rows: list[Usage]) -> dict[str, Any]:
                   sum(r.output_tokens for r in rows), sum((r.cost_usd for r in rows), Decimal(0)))
     return responses.LlmUsage(
         total=responses.Usage(**total.counts()),
-        steps=[responses.StepUsage(seq=r.seq, name=r.name, **r.counts()) for r in rows]).dump()
+        steps=[responses.StepUsage(seq=r.seq, name=r.name, models=list(r.models), **r.counts())
+               for r in rows]).dump()

@@ -342,6 +342,8 @@ class Usage(Response):
 class StepUsage(Usage):
     seq: int | None
     name: str | None
+    # Which models answered the step's calls, as "provider/model" (models by role, issue 27).
+    models: list[str] = []
 
 
 class LlmUsage(Response):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AwareDatetime,
@@ -18,6 +18,9 @@ from pydantic import (
 from pydantic_core import core_schema
 
 from tasks.engine.registry import integral
+from tasks.services.llm import unconfigured
+from tasks.services.llm.roles import ROLES
+from tasks.settings import DEFAULT_MODELS
 
 NO_NUL = r"^[^\x00]*$"
 
@@ -92,6 +95,25 @@ def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]
     return out
 
 
+class RoleModel(Strict):
+    """The provider and model one role's calls go to (tasks.services.llm.roles); a provider
+    without a model asks for that provider's default model."""
+
+    provider: Literal[tuple(DEFAULT_MODELS)] | None = None  # type: ignore[valid-type]
+    model: Text | None = Field(default=None, min_length=1, max_length=200)
+
+    @field_validator("provider")
+    @classmethod
+    def _configured(cls, value: str | None) -> str | None:
+        # The keys are the operator's: a project picks among the providers set up for it.
+        if value is not None and (missing := unconfigured(value)) is not None:
+            raise ValueError(f"the operator has not set up {value}: {missing}")
+        return value
+
+
+LlmRole = Literal[ROLES]  # type: ignore[valid-type]
+
+
 class ProjectSettings(Strict):
     """What a project's agents may use and do (services/effects/policy.py, services/llm/flow.py).
 
@@ -104,6 +126,8 @@ class ProjectSettings(Strict):
     caps: EffectCaps | None = None
     llm_daily_token_budget: Annotated[int, Field(ge=0), Integral] | None = None
     llm_daily_usd_budget: float | None = Field(default=None, ge=0)
+    # Models by role: {"plan": {"provider": "anthropic", "model": "claude-opus-4-6"}, ...}.
+    llm_models: dict[LlmRole, RoleModel | None] | None = None
     # The coding agent's `run` tool may reach the network (only where the operator allows
     # it at all: SWITCHYARD_CODE_NETWORK_ALLOWED; off either way by default).
     code_network: bool | None = None

@@ -93,6 +93,13 @@ OPERATIONS = [{
     "checks": {"positive_data_acceptance": {
         "expected-statuses": ["2xx", "401", "404", "422", "429"]}},
 }, {
+    # The same through the generic enqueue: a `code.run_task` payload naming a `github_repo`
+    # is a 422 invalid_payload without the project's token (the stateful chains found one
+    # once the document grew; the per-call run had not drawn it).
+    "include-operation-id": "create_job",
+    "checks": {"positive_data_acceptance": {
+        "expected-statuses": ["2xx", "401", "404", "409", "422", "429"]}},
+}, {
     # A run names the version to run; a version that does not exist is a 404 by design, so
     # a generated `version` after a fresh save is no created resource gone missing (ST302).
     "include-operation-id": "run_function",
@@ -103,6 +110,12 @@ OPERATIONS = [{
     "include-operation-id": "create_project",
     "checks": {"positive_data_acceptance": {
         "expected-statuses": ["2xx", "401", "422", "429"]}},
+}, {
+    # A role's provider in `llm_models` must be one the operator has set up (its key is the
+    # operator's, issue 27): the document lists every provider, this server may have one.
+    "include-operation-id": "update_project",
+    "checks": {"positive_data_acceptance": {
+        "expected-statuses": ["2xx", "401", "404", "422", "429"]}},
 }, {
     # Unknown query parameters are ignored, as HTTP servers do; bodies refuse extra keys.
     "include-method": "GET",

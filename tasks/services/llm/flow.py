@@ -24,7 +24,9 @@ import redis
 
 from tasks.engine import pg
 from tasks.engine.errors import PermanentError, Suspend
+from tasks.services.llm import client_for, get_client
 from tasks.services.llm.errors import ProviderBusy
+from tasks.services.llm.roles import Choice, choose, operator_choices, role_of
 from tasks.services.llm.types import LLMClient, LLMRequest, LLMResult
 from tasks.settings import get_settings
 
@@ -193,6 +195,23 @@ def paused_for(provider: str) -> float:
 
 # --- the door ----------------------------------------------------------------
 
+def for_role(client: LLMClient, purpose: str, project_id: Id) -> LLMClient:
+    """The client of the call's role (tasks.services.llm.roles) when `client` is the
+    configured default; a client a caller built itself answers as it is."""
+    if client is not get_client():
+        return client
+    role = role_of(purpose)
+    if role is None:
+        return client
+    project = pg.fetch_value("SELECT settings -> 'llm_models' FROM projects WHERE id = %s",
+                             (str(project_id),))
+    choice = choose(role, Choice(client.provider, client.model),
+                    operator_choices(get_settings().llm_role_models), project)
+    if (choice.provider, choice.model) == (client.provider, client.model):
+        return client
+    return client_for(choice.provider, choice.model)
+
+
 def call_llm(client: LLMClient, req: LLMRequest, *, project_id: Id, job_id: Id | None,
              on_text: Callable[[str], None] | None = None,
              step_seq: int | None = None) -> LLMResult:
@@ -201,9 +220,11 @@ def call_llm(client: LLMClient, req: LLMRequest, *, project_id: Id, job_id: Id |
     Raises ProviderBusy (a RetryableError that uses no attempt) while the provider
     is paused or when it answers 429/529, Suspend("llm_budget") when a daily budget
     is spent, and whatever the provider raises otherwise. With `on_text` the answer
-    is streamed, each text delta passed to it as it arrives. `step_seq` (the calling step,
+    is streamed, each text delta passed to it as it arrives. The call goes to its role's
+    model (for_role) when the operator or the project chose one. `step_seq` (the calling step,
     `ctx.current_step`) lets the job's page show what each step cost.
     """
+    client = for_role(client, req.purpose, project_id)
     wait = paused_for(client.provider)
     if wait > 0:
         # A little spread, so the jobs parked by one pause do not all return at once.

@@ -42,7 +42,9 @@ def _answer_for(purpose: str) -> Answer:
 
 class ScriptedProvider:
     provider = PROVIDER
-    model = MODEL
+
+    def __init__(self, model: str = MODEL) -> None:
+        self.model = model  # a role's model (tasks.services.llm.roles) is recorded as named
 
     def complete(self, req: LLMRequest) -> LLMResult:
         answered = _answer_for(req.purpose)(req)
@@ -50,7 +52,7 @@ class ScriptedProvider:
         prompt = req.system + json.dumps(req.messages, sort_keys=True, default=str)
         spoken = text + json.dumps([c.input for c in calls])
         return LLMResult(text=text, tool_calls=calls,
-                         usage=Usage(_tokens(prompt), _tokens(spoken)), model=MODEL,
+                         usage=Usage(_tokens(prompt), _tokens(spoken)), model=self.model,
                          provider=PROVIDER, stop_reason="tool_use" if calls else "end_turn",
                          cost_usd=0.0)
 

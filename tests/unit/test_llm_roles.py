@@ -1,0 +1,41 @@
+"""Models by role (issue 27): which provider and model a call's role gets, pure logic."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.services.llm.roles import Choice, choose, operator_choices, role_of
+from tasks.settings import SettingsError
+
+DEFAULT = Choice("anthropic", "claude-sonnet-4-6")
+
+
+@pytest.mark.parametrize(("purpose", "role"), [
+    ("code.plan", "plan"), ("planner.revise", "plan"), ("code.debug", "build"),
+    ("code.explore", "explore"), ("chat", "chat"), ("function_llm", "function"),
+    ("outline", "report"), ("someone.else", None),
+])
+def test_a_purpose_names_its_role(purpose, role):
+    assert role_of(purpose) == role
+
+
+def test_the_project_beats_the_operator_who_beats_the_default():
+    operator = {"plan": ("", "claude-opus-4-6"), "build": ("openai", "")}
+    assert choose("plan", DEFAULT, operator, None) == Choice("anthropic", "claude-opus-4-6")
+    # another provider without a model: that provider's default model, not this one's
+    assert choose("build", DEFAULT, operator, None) == Choice("openai", "gpt-4.1-mini")
+    assert choose("build", DEFAULT, operator, {"build": {"model": "gpt-4.1"}}) == Choice(
+        "openai", "gpt-4.1")
+    assert choose("plan", DEFAULT, operator, {"plan": {"provider": "scripted"}}) == Choice(
+        "scripted", "scripted-1")
+    assert choose("chat", DEFAULT, operator, {"plan": None, "chat": None}) == DEFAULT
+    assert choose(None, DEFAULT, operator, {"plan": {"model": "x"}}) == DEFAULT
+
+
+def test_the_operators_role_variables_are_checked():
+    assert operator_choices((("PLAN", "", "claude-opus-4-6"),)) == {
+        "plan": ("", "claude-opus-4-6")}
+    with pytest.raises(SettingsError, match="no role 'plann'"):
+        operator_choices((("PLANN", "", "m"),))
+    with pytest.raises(SettingsError, match="must be one of"):
+        operator_choices((("PLAN", "gemini", ""),))

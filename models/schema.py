@@ -117,6 +117,10 @@ class AgentJob(Base):
     parent_job_id: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("agent_jobs.id", ondelete="SET NULL")
     )
+    # The job this one reruns from one of its steps (tasks.engine.rerun, migration 0020).
+    rerun_of: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("agent_jobs.id", ondelete="SET NULL")
+    )
     concurrency_key: Mapped[str | None] = mapped_column(Text)
     concurrency_limit: Mapped[int] = mapped_column(Integer, server_default=text("1"))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))

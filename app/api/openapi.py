@@ -22,6 +22,7 @@ from app.api.schemas import (
     JobBatch,
     JobCreate,
     JobListQuery,
+    JobRerun,
     ProjectCreate,
     ProjectUpdate,
     WorkflowRunBody,
@@ -62,7 +63,7 @@ id>` or `?tail=N` (same auth, same event objects as the Server-Sent Events strea
 
 BODIES: dict[str, type[BaseModel]] = {"ProjectCreate": ProjectCreate,
                                       "ProjectUpdate": ProjectUpdate, "JobCreate": JobCreate,
-                                      "JobBatch": JobBatch,
+                                      "JobBatch": JobBatch, "JobRerun": JobRerun,
                                       "RetryFilter": RetryFilter, "LaunchBody": LaunchBody,
                                       "ChatBody": ChatBody, "DecisionBody": DecisionBody,
                                       "SecretBody": SecretBody, "ResolveBody": ResolveBody,
@@ -284,6 +285,11 @@ def paths() -> dict[str, Any]:
         "/api/jobs/{jid}/retry": {"post": _op(
             "retry_job", "Retry a failed job with a fresh set of attempts.",
             {202: _json("Queued again.", "Job")}, (404, 409), params=[JID])},
+        "/api/jobs/{jid}/rerun": {"post": _op(
+            "rerun_job", "Rerun a finished job from one of its steps: a new job whose steps "
+            "before `from_step` are copied and replayed, not run (`payload` edits the input).",
+            {202: _json("The rerun, queued.", "JobRerunCreated")}, (*json_body, 404, 409),
+            params=[JID], body="JobRerun")},
         "/api/jobs/{jid}/events": {"get": _op(
             "job_events", "A job's events; the stream ends after its terminal status event.",
             SSE_OK, (400, 404), params=[JID, *SSE_PARAMS])},

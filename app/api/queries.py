@@ -183,6 +183,7 @@ def job_json(j: AgentJob, steps: list[dict[str, Any]] | None = None) -> dict[str
         "payload": j.payload, "result": j.result, "last_error": j.last_error,
         "created_at": j.created_at, "started_at": j.started_at,
         "completed_at": j.completed_at, "parent_job_id": j.parent_job_id,
+        "rerun_of": j.rerun_of,
     }
     if steps is None:
         return responses.JobSummary(**fields).dump()

@@ -108,6 +108,7 @@ class JobSummary(Response):
     started_at: Stamp | None
     completed_at: Stamp | None
     parent_job_id: uuid.UUID | None
+    rerun_of: uuid.UUID | None = None  # the job this one reruns from a step
 
 
 class Job(JobSummary):
@@ -148,6 +149,14 @@ class JobBatchResult(Response):
 class JobStarted(Response):
     job_id: uuid.UUID
     status_url: str
+
+
+class JobRerunCreated(Response):
+    job_id: uuid.UUID
+    rerun_of: uuid.UUID
+    copied_steps: Count  # steps before from_step, copied from the original and replayed
+    status_url: str
+    events_url: str
 
 
 class RetryBatch(Response):
@@ -542,7 +551,8 @@ class FunctionRunList(Response):
 RESPONSE_MODELS: dict[str, type[Response]] = {model.__name__: model for model in (
     Error, Project, ProjectList, JobAccepted, JobBatchResult, JobSummary, Job, Step, JobPage,
     JobList,
-    Diagnosis, QueueStats, Workers, RetryBatch, JobStarted, ChatPosted, ChatList, Approval,
+    Diagnosis, QueueStats, Workers, RetryBatch, JobStarted, JobRerunCreated, ChatPosted,
+    ChatList, Approval,
     ApprovalList, Enqueued, SecretList, MemoryList, Effect, EffectList, PacketList, LlmUsage,
     Event, EventPage, Health, Readiness, ContactConfirmed, Trajectory, ArtifactList,
     ProjectArtifactList, WorkflowSaved, WorkflowList, Workflow, WorkflowRun, WorkflowRunList,

@@ -154,6 +154,20 @@ class ProjectUpdate(Strict):
     settings: ProjectSettings | None = None
 
 
+class JobRerun(Strict):
+    """POST /api/jobs/<jid>/rerun: run the job again from one of its steps."""
+
+    from_step: Text = Field(min_length=1, max_length=200)
+    payload: dict[str, Any] | None = None  # None: the original's
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_storable(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and has_nul(value):
+            raise ValueError("no string in the payload may contain the NUL character (\u0000)")
+        return value
+
+
 class JobCreate(Strict):
     job_type: Text = Field(min_length=1, max_length=200)
     payload: dict[str, Any] = Field(default_factory=dict)

@@ -19,7 +19,7 @@ from app.api.queries import (
     steps_of,
     trajectory_of,
 )
-from app.api.schemas import JobBatch, JobCreate, JobListQuery
+from app.api.schemas import JobBatch, JobCreate, JobListQuery, JobRerun
 from app.http import db
 from app.http.auth import current_owner, current_viewer
 from app.http.errors import ApiError, not_found, validation_error
@@ -28,7 +28,7 @@ from app.streams.hub import Event, Subscription
 from app.streams.sse import event_stream, sse_response, stream_cursor
 from app.streams.stream_slots import take_slot
 from models import AgentJob
-from tasks.engine import control, diagnosis
+from tasks.engine import control, diagnosis, rerun
 from tasks.engine.enqueue import EnqueueRequest, enqueue, enqueue_many
 from tasks.engine.errors import SwitchyardError
 from tasks.engine.status import TERMINAL, JobStatus
@@ -169,6 +169,20 @@ def retry_job(jid: str):
         raise ApiError(409, "conflict", f"only a failed job can be retried; this one is "
                        f"{_job_body(job.id)['status']}", {"status": job.status})
     return jsonify(_job_body(job.id)), 202
+
+
+@bp.post("/api/jobs/<jid>/rerun")
+def rerun_job(jid: str):
+    """A new job of the same type and project whose steps before `from_step` are copied from
+    this one's record and replayed, not run (tasks.engine.rerun says what cannot be)."""
+    job = _owned_job(jid)
+    body = parse_body(JobRerun)
+    made = rerun.rerun(job.id, body.from_step, body.payload)  # RerunRefused: a 409 or 422
+    job_id = str(made.job_id)
+    return jsonify({"job_id": job_id, "rerun_of": str(job.id),
+                    "copied_steps": made.copied_steps,
+                    "status_url": url_for("jobs.get_job", jid=job_id),
+                    "events_url": url_for("jobs.job_events", jid=job_id)}), 202
 
 
 @bp.get("/api/jobs/<jid>/events")

@@ -1,0 +1,103 @@
+"""Rerun a finished job from one of its steps: a new job of the same type, project (and so
+owner), whose steps before that one are copied from the original's record and replayed,
+not run; from that step on it runs, with the original payload or an edited one.
+
+What a rerun may not do, and why:
+- the original must be finished (completed, failed or canceled): a running job's record
+  is still being written;
+- `from_step` names a step the original recorded (its first step of that name), and every
+  step before it completed: a replay needs their outputs;
+- only a job type a client may enqueue can be rerun (an internal one, such as the execution
+  of an approved effect, is the engine's own);
+- effects are never performed twice by a rerun. Every effect goes through the ledger
+  (tasks.services.effects.ledger) under a key of its approval: a step before `from_step` is
+  replayed from its record, so its effect is not called at all, and a step from `from_step`
+  on that asks for the same approved effect again gets the ledger's recorded outcome
+  (`replayed`), never a second send. A new effect needs a new approval, as always.
+- children spawned by the copied steps are the original's: their ids are in the copied
+  outputs, and the rerun reads their results rather than spawning them again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from tasks.engine import pg
+from tasks.engine.enqueue import Enqueued, EnqueueRequest, enqueue
+from tasks.engine.errors import SwitchyardError
+
+FINISHED = ("completed", "failed", "canceled")
+
+
+class RerunRefused(SwitchyardError):
+    """The rerun cannot be made as asked: `not_finished` and `step_not_completed` are the
+    original's state (409), `unknown_step` the request's (422)."""
+
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.code = code
+        self.http_status = 422 if code == "unknown_step" else 409
+        self._details = details or {}
+
+    def details(self) -> dict[str, Any]:
+        return self._details
+
+
+@dataclass(frozen=True)
+class Rerun:
+    job_id: uuid.UUID
+    copied_steps: int
+
+
+_ORIGINAL = """
+SELECT id, project_id, job_type, status, payload, priority, max_attempts, timeout_seconds
+FROM agent_jobs WHERE id = %s
+"""
+_STEPS = "SELECT seq, name, status FROM job_steps WHERE job_id = %s ORDER BY seq"
+# The copies keep the original's times: they say when the work was done.
+_COPY = """
+INSERT INTO job_steps (job_id, seq, name, status, output, error, attempts, started_at,
+                       finished_at)
+SELECT %(new)s, seq, name, status, output, error, 0, started_at, finished_at
+FROM job_steps WHERE job_id = %(old)s AND seq < %(seq)s
+"""
+
+
+def rerun(job_id: uuid.UUID | str, from_step: str, payload: dict[str, Any] | None = None,
+          *, public: bool = True) -> Rerun:
+    """Create the rerun (its copied steps in the same transaction as its row, so no worker
+    can claim it before they exist) and publish it. Raises RerunRefused."""
+    original = pg.fetch_one_dict(_ORIGINAL, (str(job_id),))
+    if original is None:  # the caller found it a moment ago: deleted since
+        raise RerunRefused("not_finished", "the job is gone")
+    if original["status"] not in FINISHED:
+        raise RerunRefused("not_finished", f"only a finished job can be rerun; this one is "
+                           f"{original['status']}", {"status": original["status"]})
+    steps = pg.fetch_dicts(_STEPS, (original["id"],))
+    start = next((s for s in steps if s["name"] == from_step), None)
+    if start is None:
+        names = list(dict.fromkeys(s["name"] for s in steps))
+        raise RerunRefused("unknown_step", f"the job recorded no step named {from_step!r}",
+                           {"from_step": from_step, "steps": names[:100]})
+    unfinished = [s for s in steps if s["seq"] < start["seq"] and s["status"] != "completed"]
+    if unfinished:
+        first = unfinished[0]
+        raise RerunRefused("step_not_completed",
+                           f"step {first['seq']} {first['name']!r} before {from_step!r} did "
+                           f"not complete ({first['status']}): rerun from it instead",
+                           {"step": first["name"]})
+    request = EnqueueRequest(
+        project_id=original["project_id"], job_type=original["job_type"],
+        payload=original["payload"] if payload is None else payload,
+        priority=original["priority"], max_attempts=original["max_attempts"],
+        timeout_seconds=original["timeout_seconds"])
+    with pg.transaction():
+        job: Enqueued = enqueue(request, publish=False, public=public)
+        pg.execute("UPDATE agent_jobs SET rerun_of = %s WHERE id = %s",
+                   (original["id"], job.job_id))
+        copied = pg.execute(_COPY, {"new": job.job_id, "old": original["id"],
+                                    "seq": start["seq"]})
+    job.publish()
+    return Rerun(job.job_id, copied)

@@ -12,6 +12,7 @@ import "./coding.js";
 import "./job_links.js";
 import "./function_calls.js";
 import "./trajectory.js";
+import "./rerun.js";
 
 {
   const jid = $("#job").dataset.jobId;
@@ -40,6 +41,7 @@ import "./trajectory.js";
       job.completed_at ? h("span", {}, h("span", { class: "muted" }, "finished "), time(job.completed_at)) : null,
       took !== null ? h("span", {}, h("span", { class: "muted" }, TERMINAL.has(job.status) ? "took " : "running for "), duration(took)) : null,
       job.parent_job_id ? h("span", {}, h("span", { class: "muted" }, "parent "), jobLink(job.parent_job_id)) : null,
+      job.rerun_of ? h("span", {}, h("span", { class: "muted" }, "rerun of "), jobLink(job.rerun_of)) : null,
       h("span", { class: "mono muted small", title: "Full job id" }, job.id));
     $("#retry").disabled = job.status !== "failed";
     $("#cancel").disabled = TERMINAL.has(job.status);

@@ -657,5 +657,5 @@ def test_a_large_step_output_shows_as_a_preview_and_loads_whole_when_asked(
     assert "THE-END" not in big.inner_text()
     big.get_by_role("button", name="Load the whole output").click()
     expect(big.locator("pre")).to_contain_text("THE-END")
-    expect(big.get_by_role("button")).to_have_count(0)
+    expect(big.get_by_role("button", name="Load the whole output")).to_have_count(0)
     expect(page.locator("#timeline li[data-seq='1'] details")).to_contain_text('"n": 1')

@@ -9,6 +9,7 @@ from kombu import Queue
 
 from tasks.engine.queues import QUEUES
 from tasks.settings import env_float, env_int, get_settings
+from tasks.startup.local_days import TICK_MINUTE
 
 _settings = get_settings()
 
@@ -66,12 +67,16 @@ worker_send_task_events = False
 # after SWITCHYARD_SHUTDOWN_GRACE_SECONDS (see tasks.engine.lifecycle).
 worker_soft_shutdown_timeout = _settings.shutdown_grace_seconds + 5
 
-_daily_hour = env_int("SWITCHYARD_DAILY_HOUR_UTC", 2)
-
 
 def _scheduled(job_type: str, schedule: object, expires: float) -> dict:
     return {"task": "tasks.schedule", "schedule": schedule, "args": (job_type,),
             "options": {"queue": "sweeps", "expires": expires}}
+
+
+def _hourly(job_type: str) -> dict:
+    # Every hour, at the schedule's own minute: each project is due at its local daily hour
+    # (tasks.startup.local_days), whatever its time zone's offset that day.
+    return _scheduled(job_type, crontab(minute=TICK_MINUTE[job_type]), 3000)
 
 
 beat_schedule = {
@@ -89,9 +94,8 @@ beat_schedule = {
     },
     # The keys (tasks.startup.schedules) make these safe to fire twice, from beat or from cron.
     "email-process-due": _scheduled("email.process_due", 60.0, 55.0),
-    "drip-digests": _scheduled("drip.process_digests", crontab(minute=0, hour=_daily_hour), 3600),
-    "drip-nudges": _scheduled("drip.process_nudges", crontab(minute=30, hour=_daily_hour), 3600),
-    "nightshift": _scheduled("nightshift.cycle_project", crontab(minute=15, hour=_daily_hour),
-                             3600),
+    "drip-digests": _hourly("drip.process_digests"),
+    "drip-nudges": _hourly("drip.process_nudges"),
+    "nightshift": _hourly("nightshift.cycle_project"),
 }
 beat_max_loop_interval = env_float("CELERY_BEAT_MAX_LOOP_INTERVAL", 5.0, minimum=0.1)

@@ -167,6 +167,9 @@ class Settings:
     # (ROLE, provider or "", model or "") from SWITCHYARD_LLM_PROVIDER_<ROLE> and
     # SWITCHYARD_LLM_MODEL_<ROLE>: tasks.services.llm.roles checks the roles.
     llm_role_models: tuple[tuple[str, str, str], ...] = ()
+    # tasks.startup.schedules: the local hour (each project's `timezone`, UTC without one) the
+    # daily schedules run at: digests, nudges, the night shift.
+    daily_hour: int = 2
     # services.llm.flow: the operator's ceiling on what one owner's projects together may
     # spend on models per UTC day, over each project's own budget (0: none).
     llm_daily_usd_per_owner: float = 20.0
@@ -423,6 +426,9 @@ def get_settings() -> Settings:
         anthropic_api_key=env_str("ANTHROPIC_API_KEY", ""),
         anthropic_base_url=env_str("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
         llm_role_models=_role_models(),
+        # SWITCHYARD_DAILY_HOUR_UTC: its name before projects had time zones.
+        daily_hour=min(23, env_int("SWITCHYARD_DAILY_HOUR",
+                                   env_int("SWITCHYARD_DAILY_HOUR_UTC", 2))),
         openai_api_key=env_str("OPENAI_API_KEY", ""),
         openai_base_url=env_str("OPENAI_BASE_URL", ""),
         llm_model=env_str("SWITCHYARD_LLM_MODEL", DEFAULT_MODELS.get(

@@ -311,6 +311,10 @@ def paths() -> dict[str, Any]:
             "monitor_queues", "Per queue and job type: backlog, failures, throughput of the "
             "caller's jobs (an admin token: every tenant's; `scope` says which).",
             {200: _json("Queue statistics.", "QueueStats")}, ())},
+        "/api/monitor/schedules": {"get": _op(
+            "monitor_schedules", "Each project's daily schedules (night shift, digest, nudge): "
+            "its time zone, the local time and the next runs (UTC), DST changes included.",
+            {200: _json("The schedules.", "ScheduleList")}, ())},
         "/api/monitor/workers": {"get": _op(
             "monitor_workers", "The workers running the caller's jobs, `running` counting "
             "those only (an admin token: every worker seen in the last day and all it runs).",

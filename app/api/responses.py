@@ -151,6 +151,19 @@ class JobStarted(Response):
     status_url: str
 
 
+class Schedule(Response):
+    project_id: uuid.UUID
+    project_name: str
+    schedule: str  # the job type it enqueues
+    timezone: str  # the project's IANA zone (UTC without one)
+    local_time: str  # HH:MM on the project's clock (the first tick at or after it)
+    next_runs: list[Stamp]  # UTC, the same rule as the scheduler (DST included)
+
+
+class ScheduleList(Response):
+    items: list[Schedule]
+
+
 class JobRerunCreated(Response):
     job_id: uuid.UUID
     rerun_of: uuid.UUID
@@ -551,7 +564,8 @@ class FunctionRunList(Response):
 RESPONSE_MODELS: dict[str, type[Response]] = {model.__name__: model for model in (
     Error, Project, ProjectList, JobAccepted, JobBatchResult, JobSummary, Job, Step, JobPage,
     JobList,
-    Diagnosis, QueueStats, Workers, RetryBatch, JobStarted, JobRerunCreated, ChatPosted,
+    Diagnosis, QueueStats, Workers, RetryBatch, JobStarted, JobRerunCreated, Schedule,
+    ScheduleList, ChatPosted,
     ChatList, Approval,
     ApprovalList, Enqueued, SecretList, MemoryList, Effect, EffectList, PacketList, LlmUsage,
     Event, EventPage, Health, Readiness, ContactConfirmed, Trajectory, ArtifactList,

@@ -21,6 +21,7 @@ from tasks.engine.registry import integral
 from tasks.services.llm import unconfigured
 from tasks.services.llm.roles import ROLES
 from tasks.settings import DEFAULT_MODELS
+from tasks.startup.local_days import valid_zone
 
 NO_NUL = r"^[^\x00]*$"
 
@@ -128,6 +129,17 @@ class ProjectSettings(Strict):
     llm_daily_usd_budget: float | None = Field(default=None, ge=0)
     # Models by role: {"plan": {"provider": "anthropic", "model": "claude-opus-4-6"}, ...}.
     llm_models: dict[LlmRole, RoleModel | None] | None = None
+    # The IANA zone its daily schedules keep (digests, nudges, the night shift): they run at
+    # SWITCHYARD_DAILY_HOUR on its clock, across DST changes (tasks.startup.local_days).
+    timezone: Text | None = Field(default=None, min_length=1, max_length=64)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is not None and not valid_zone(value):
+            raise ValueError(f"{value!r} is not an IANA time zone name (e.g. Europe/Berlin, "
+                             "America/New_York, UTC)")
+        return value
     # The coding agent's `run` tool may reach the network (only where the operator allows
     # it at all: SWITCHYARD_CODE_NETWORK_ALLOWED; off either way by default).
     code_network: bool | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify
 
 from app.api import monitor
+from app.api import schedules as project_schedules
 from app.http import db
 from app.http.auth import current_viewer, require_metrics_token
 from app.ops import metrics
@@ -21,6 +22,12 @@ def queues():
 @bp.get("/api/monitor/workers")
 def workers():
     return jsonify(monitor.workers(db.session(), current_viewer()))
+
+
+@bp.get("/api/monitor/schedules")
+def schedules():
+    """Each project's daily schedules, its time zone and their next runs."""
+    return jsonify(project_schedules.schedules(db.session(), current_viewer()))
 
 
 @bp.get("/metrics")

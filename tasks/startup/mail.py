@@ -1,10 +1,11 @@
 """`email.process_due`, `drip.process_digests`, `drip.process_nudges`: the email outbox sweep
-and the daily drips that fill it. Each drip email is keyed by its project and the UTC day it
-is queued on, so a re-run that day sends nothing, whatever slot it was enqueued for."""
+and the daily drips that fill it. The drips run hourly; each project gets its email once its
+local clock (its `timezone`) reaches the daily hour, keyed by the project and its local date,
+so a re-run that day sends nothing, whatever slot it was enqueued for."""
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,7 +15,9 @@ from tasks.engine.context import JobContext
 from tasks.engine.registry import JobType, register
 from tasks.engine.sql import pending_approval
 from tasks.services.effects.outbox import enqueue_email, process_due_emails
+from tasks.settings import get_settings
 from tasks.startup.contact import CONFIRMED
+from tasks.startup.local_days import local_day, zone
 
 
 class SlotPayload(BaseModel):
@@ -32,6 +35,7 @@ CONFIRMED_CONTACT = f"p.settings->>'contact_email' = p.settings->>'{CONFIRMED}'"
 
 DIGEST_SOURCES = f"""
 SELECT p.id, p.name, p.settings->>'contact_email' AS contact_email,
+    p.settings->>'timezone' AS tz,
     (SELECT count(*) FROM agent_jobs j WHERE j.project_id = p.id AND j.status = 'completed'
        AND j.completed_at > now() - interval '1 day') AS done,
     (SELECT count(*) FROM approvals a WHERE a.project_id = p.id AND {pending_approval("a")})
@@ -42,7 +46,8 @@ ORDER BY p.created_at
 """
 
 NUDGE_SOURCES = f"""
-SELECT p.id, p.name, p.settings->>'contact_email' AS contact_email, count(a.id) AS waiting
+SELECT p.id, p.name, p.settings->>'contact_email' AS contact_email,
+    p.settings->>'timezone' AS tz, count(a.id) AS waiting
 FROM projects p JOIN approvals a ON a.project_id = p.id
 WHERE p.owner_id IS NOT NULL AND {CONFIRMED_CONTACT} AND {pending_approval("a")}
   AND a.created_at < now() - interval '1 day'
@@ -50,15 +55,19 @@ GROUP BY p.id, p.name, p.settings
 """
 
 
-def _today() -> str:
-    # Not the payload's slot: a drip enqueued under another slot (any owner may enqueue one)
-    # must not send a second digest or nudge the same day.
-    return pg.db_now().astimezone(UTC).strftime("%Y-%m-%d")
+def _due(rows: list[dict[str, Any]], now: datetime | None
+         ) -> list[tuple[dict[str, Any], str]]:
+    """The projects whose local clock has reached the daily hour, each with its local date.
+    The date, not the payload's slot, keys the email: a drip enqueued under another slot (any
+    owner may enqueue one) or in a later hour must not send a second one that day."""
+    now, daily = now or pg.db_now(), get_settings().daily_hour
+    return [(row, day) for row in rows
+            if (day := local_day(now, zone(row["tz"]), daily)) is not None]
 
 
-def _queue_digests() -> int:
-    date, queued = _today(), 0
-    for row in pg.fetch_dicts(DIGEST_SOURCES):
+def _queue_digests(now: datetime | None = None) -> int:
+    queued = 0
+    for row, date in _due(pg.fetch_dicts(DIGEST_SOURCES), now):
         pid, name = row["id"], row["name"]
         body = (f"Yesterday on {name}: {row['done']} job(s) completed; {row['pending']} "
                 "approval(s) waiting for you.")
@@ -68,9 +77,9 @@ def _queue_digests() -> int:
     return queued
 
 
-def _queue_nudges() -> int:
-    date, queued = _today(), 0
-    for row in pg.fetch_dicts(NUDGE_SOURCES):
+def _queue_nudges(now: datetime | None = None) -> int:
+    queued = 0
+    for row, date in _due(pg.fetch_dicts(NUDGE_SOURCES), now):
         pid = row["id"]
         enqueue_email(pid, row["contact_email"],
                       f"{row['name']}: {row['waiting']} action(s) need your approval",

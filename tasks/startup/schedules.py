@@ -1,13 +1,19 @@
-"""What beat (and the cron route) enqueues, with stable keys: both together never double-run."""
+"""What beat (and the cron route) enqueues, with stable keys: both together never double-run.
+
+The daily schedules tick every hour; a project is due once its local clock (its `timezone`
+setting) reaches SWITCHYARD_DAILY_HOUR, and is keyed by its local date (tasks.startup.local_days).
+"""
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 
 from models.schema import SYSTEM_PROJECT_ID
 from tasks.engine import pg
 from tasks.engine.enqueue import Enqueued, EnqueueRequest, enqueue_many
+from tasks.settings import get_settings
+from tasks.startup.local_days import local_day, zone
 
 log = logging.getLogger(__name__)
 
@@ -15,7 +21,9 @@ DAILY = ("nightshift.cycle_project", "drip.process_digests", "drip.process_nudge
 
 
 def requests_for(job_type: str, now: datetime) -> list[EnqueueRequest]:
-    date = now.strftime("%Y-%m-%d")
+    # The drips run every hour and send to each project due then (tasks.startup.mail), so
+    # their own keys are the UTC hour's.
+    hour = now.astimezone(UTC).strftime("%Y-%m-%dT%H")
     if job_type == "email.process_due":
         # One per minute: the outbox is swept every minute, and a cron call in the same
         # minute finds the key taken.
@@ -23,16 +31,20 @@ def requests_for(job_type: str, now: datetime) -> list[EnqueueRequest]:
         return [EnqueueRequest(SYSTEM_PROJECT_ID, job_type, {"slot": slot},
                                idempotency_key=f"email:{slot}")]
     if job_type == "drip.process_digests":
-        return [EnqueueRequest(SYSTEM_PROJECT_ID, job_type, {"slot": date},
-                               idempotency_key=f"digests:{date}")]
+        return [EnqueueRequest(SYSTEM_PROJECT_ID, job_type, {"slot": hour},
+                               idempotency_key=f"digests:{hour}")]
     if job_type == "drip.process_nudges":
-        return [EnqueueRequest(SYSTEM_PROJECT_ID, job_type, {"slot": date},
-                               idempotency_key=f"nudges:{date}")]
+        return [EnqueueRequest(SYSTEM_PROJECT_ID, job_type, {"slot": hour},
+                               idempotency_key=f"nudges:{hour}")]
     if job_type == "nightshift.cycle_project":
-        rows = pg.fetch_dicts("SELECT id FROM projects WHERE night_shift AND owner_id IS NOT NULL "
-                              "ORDER BY created_at")
-        return [EnqueueRequest(r["id"], job_type, {"date": date},
-                               idempotency_key=f"nightshift:{r['id']}:{date}") for r in rows]
+        # Each project at its own local hour, once per its local date (local_days).
+        daily = get_settings().daily_hour
+        rows = pg.fetch_dicts("SELECT id, settings->>'timezone' AS tz FROM projects "
+                              "WHERE night_shift AND owner_id IS NOT NULL ORDER BY created_at")
+        due = [(r["id"], day) for r in rows
+               if (day := local_day(now, zone(r["tz"]), daily)) is not None]
+        return [EnqueueRequest(pid, job_type, {"date": day},
+                               idempotency_key=f"nightshift:{pid}:{day}") for pid, day in due]
     raise ValueError(f"{job_type} is not scheduled")
 
 

@@ -93,6 +93,12 @@ OPERATIONS = [{
     "checks": {"positive_data_acceptance": {
         "expected-statuses": ["2xx", "401", "404", "422", "429"]}},
 }, {
+    # A rerun names a step the job recorded (422 unknown_step otherwise) of a finished job
+    # (409 otherwise): neither is JSON Schema.
+    "include-operation-id": "rerun_job",
+    "checks": {"positive_data_acceptance": {
+        "expected-statuses": ["2xx", "401", "404", "409", "422", "429"]}},
+}, {
     # The same through the generic enqueue: a `code.run_task` payload naming a `github_repo`
     # is a 422 invalid_payload without the project's token (the stateful chains found one
     # once the document grew; the per-call run had not drawn it).

@@ -31,7 +31,7 @@ from app.routes import (
     ui,
     workflows,
 )
-from tasks.engine import pg
+from tasks.engine import pg, telemetry
 from tasks.settings import get_settings
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -41,6 +41,7 @@ def create_app() -> Flask:
     settings = get_settings()
     logging.basicConfig(level=settings.log_level,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    telemetry.setup("switchyard-web")  # OTEL_* variables set: traces over OTLP; else nothing
     app = Flask("switchyard")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": 15,
@@ -58,6 +59,7 @@ def create_app() -> Flask:
                code.bp, workflows.bp, plans.bp, functions.bp, ui.bp):
         app.register_blueprint(bp)
     streams.sock.init_app(app)
+    telemetry.instrument_flask(app)
     app.wsgi_app = CloseUnreadBody(app.wsgi_app)  # type: ignore[method-assign]
     if settings.trusted_proxies:  # the client's address, as the operator's proxies saw it
         app.wsgi_app = ProxyFix(  # type: ignore[method-assign]

@@ -121,6 +121,8 @@ class AgentJob(Base):
     rerun_of: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("agent_jobs.id", ondelete="SET NULL")
     )
+    # The trace it was enqueued in, when tracing is on (tasks.engine.telemetry, 0021).
+    traceparent: Mapped[str | None] = mapped_column(Text)
     concurrency_key: Mapped[str | None] = mapped_column(Text)
     concurrency_limit: Mapped[int] = mapped_column(Integer, server_default=text("1"))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))

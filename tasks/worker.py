@@ -13,7 +13,7 @@ from celery.apps.worker import Worker as CommandWorker
 import tasks.catalog  # noqa: F401 - registers every job type
 from tasks.celery_app import MAINTAIN, RUN_JOB, SCHEDULE, SWEEP, app
 from tasks.coding import checkouts
-from tasks.engine import control, lifecycle, pg, retention, runner, sweeps
+from tasks.engine import control, lifecycle, pg, retention, runner, sweeps, telemetry
 from tasks.engine.store import Finished
 from tasks.startup import schedules
 
@@ -46,6 +46,7 @@ def maintain() -> dict[str, object]:
 @signals.worker_init.connect
 def _on_worker_init(sender: object = None, **_: object) -> None:
     lifecycle.pin_worker_id()  # before a prefork pool forks: its children share the id
+    telemetry.setup("switchyard-worker")  # OTEL_* variables set: traces over OTLP
     # Celery sends worker_shutdown on a warm stop but not on every cold one (a second signal
     # that raises WorkerTerminate, as on AMQP), so a `celery worker` process also releases at
     # exit; a release finds nothing the second time. Children share the id: only this pid.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from tasks.engine import lifecycle, pg, start_watch, store, trace
+from tasks.engine import lifecycle, pg, start_watch, store, telemetry, trace
 from tasks.engine.errors import (
     CancelRequested,
     JobTimeout,
@@ -105,7 +105,9 @@ class JobContext:
             deferred = start_watch.defer(self.owner, seq, name, self.clock.now())
         trace.step("start", self.job_id, seq, name, self.owner.token)
         try:
-            output = fn(*args, **kwargs)
+            with telemetry.span(f"step {name}", {"switchyard.step.seq": seq,
+                                                 "switchyard.step.name": name}):
+                output = fn(*args, **kwargs)
             encoded = bounded_output(to_json(output, f"the output of step {name!r}"), name)
         except Exception as exc:
             trace.step("end", self.job_id, seq, name, self.owner.token, ok=False)

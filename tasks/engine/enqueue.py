@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 
-from tasks.engine import fair, pg, registry
+from tasks.engine import fair, pg, registry, telemetry
 from tasks.engine.dispatch import dispatch_many, dispatch_quietly
 from tasks.engine.errors import InvalidPayload, PermanentError, SwitchyardError
 from tasks.engine.queues import DEFAULT_PRIORITY, MAX_PRIORITY
@@ -162,6 +162,9 @@ def enqueue(req: EnqueueRequest, *, publish: bool = True, public: bool = False) 
         if row is None:
             raise RuntimeError(f"job with key {key!r} neither inserted nor found")
     job_id, status, created, due = row["id"], row["status"], row["created"], row["due"]
+    if created and (parent := telemetry.traceparent()) is not None:
+        # Tracing on: the job's runs continue this trace (an UPDATE only then; off, free).
+        pg.execute("UPDATE agent_jobs SET traceparent = %s WHERE id = %s", (parent, job_id))
     if created and due and publish:
         dispatch_quietly(job_id, params["queue"], params["priority"])
     return Enqueued(job_id=job_id, status=status, created=created, queue=params["queue"],
@@ -230,6 +233,9 @@ def enqueue_many(reqs: list[EnqueueRequest], *, public: bool = False
             out[i] = enqueued
             if publish:
                 due.append(enqueued)
+    made = [o.job_id for o in out if isinstance(o, Enqueued) and o.created]
+    if made and (parent := telemetry.traceparent()) is not None:
+        pg.execute("UPDATE agent_jobs SET traceparent = %s WHERE id = ANY(%s)", (parent, made))
     if due:
         dispatch_many([(e.job_id, e.queue, e.priority) for e in due])
     return [o for o in out if o is not None]

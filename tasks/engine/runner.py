@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from tasks.engine import control, lifecycle, registry, store, system_parts
+from tasks.engine import control, lifecycle, pg, registry, store, system_parts, telemetry
 from tasks.engine.context import JobContext, describe_error, to_json
 from tasks.engine.dispatch import dispatch_quietly
 from tasks.engine.errors import (
@@ -93,6 +93,19 @@ def _on_end(job: store.ClaimedJob) -> None:
 
 
 def _run_handler(job: store.ClaimedJob, worker: str) -> str:
+    if not telemetry.enabled():
+        return _run_claimed(job, worker)
+    parent = pg.fetch_value("SELECT traceparent FROM agent_jobs WHERE id = %s", (job.id,))
+    with telemetry.span(f"job {job.job_type}", {
+            "switchyard.job.id": str(job.id), "switchyard.job.type": job.job_type,
+            "switchyard.job.attempt": job.attempt, "switchyard.worker": worker},
+            parent=parent) as current:
+        outcome = _run_claimed(job, worker)
+        telemetry.annotate(current, {"switchyard.job.outcome": outcome})
+        return outcome
+
+
+def _run_claimed(job: store.ClaimedJob, worker: str) -> str:
     _log("job_claimed", job.id, attempt=job.attempt, job_type=job.job_type)
     ctx = JobContext(job, worker)
     if job.cancel_requested:

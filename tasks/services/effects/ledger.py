@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from tasks.engine import pg
+from tasks.engine import pg, telemetry
 from tasks.engine.errors import PermanentError, RetryableError
 from tasks.engine.storable import to_json
 from tasks.services import keystore
@@ -57,6 +57,22 @@ class EffectOutcome:
 
 def perform(*, project_id: str, action_type: str, args: dict[str, Any], idempotency_key: str,
             job_id: str | None = None, approval_id: str | None = None) -> EffectOutcome:
+    """Perform the effect at most once per key and return its outcome (in an `effect <kind>`
+    span when tracing is on: its kind, status and whether it was replayed, never its args).
+    """
+    with telemetry.span(f"effect {action_type}", {"switchyard.effect.kind": action_type,
+                                                   "switchyard.project.id": str(project_id)}
+                        ) as current:
+        outcome = _perform(project_id=project_id, action_type=action_type, args=args,
+                           idempotency_key=idempotency_key, job_id=job_id,
+                           approval_id=approval_id)
+        telemetry.annotate(current, {"switchyard.effect.status": outcome.status,
+                                     "switchyard.effect.replayed": outcome.replayed})
+        return outcome
+
+
+def _perform(*, project_id: str, action_type: str, args: dict[str, Any], idempotency_key: str,
+             job_id: str | None, approval_id: str | None) -> EffectOutcome:
     """Perform the effect at most once per key and return its outcome.
 
     Raises policy.NotPermitted / policy.CapReached (PermanentError; nothing

@@ -22,7 +22,7 @@ from typing import Any
 
 import redis
 
-from tasks.engine import pg
+from tasks.engine import pg, telemetry
 from tasks.engine.errors import PermanentError, Suspend
 from tasks.services.llm import client_for, get_client
 from tasks.services.llm.errors import ProviderBusy
@@ -231,15 +231,17 @@ def call_llm(client: LLMClient, req: LLMRequest, *, project_id: Id, job_id: Id |
         raise ProviderBusy(client.provider, wait + random.uniform(0, min(1.0, wait * 0.2)),
                            f"{client.provider} is paused for {wait:.1f}s after a rate limit")
     check_budget(project_id)
-    try:
-        result = client.complete(req) if on_text is None else client.stream(req, on_text)
-    except ProviderBusy as busy:
-        pause_provider(busy.provider, busy.retry_after)
-        log.warning("llm provider paused", extra={"action": "llm_provider_paused",
-                                                  "provider": busy.provider,
-                                                  "seconds": busy.retry_after,
-                                                  "job_id": str(job_id), "error": str(busy)})
-        raise
+    # GenAI semantic conventions: the provider, the models asked and answering, the tokens.
+    with telemetry.span(f"chat {client.model}", {
+            "gen_ai.operation.name": "chat", "gen_ai.system": client.provider,
+            "gen_ai.request.model": client.model, "gen_ai.request.max_tokens": req.max_tokens,
+            "switchyard.llm.purpose": req.purpose}) as current:
+        result = _ask(client, req, on_text, job_id)
+        telemetry.annotate(current, {"gen_ai.response.model": result.model,
+                                     "gen_ai.usage.input_tokens": result.usage.input_tokens,
+                                     "gen_ai.usage.output_tokens": result.usage.output_tokens,
+                                     "gen_ai.response.finish_reasons":
+                                         [result.stop_reason or ""]})
     record_usage(project_id, job_id, result, step_seq)
     log.info("llm called", extra={"action": "llm_called", "job_id": str(job_id),
                                   "project_id": str(project_id), "purpose": req.purpose,
@@ -248,3 +250,16 @@ def call_llm(client: LLMClient, req: LLMRequest, *, project_id: Id, job_id: Id |
                                   "output_tokens": result.usage.output_tokens,
                                   "cost_usd": result.cost_usd})
     return result
+
+
+def _ask(client: LLMClient, req: LLMRequest, on_text: Callable[[str], None] | None,
+         job_id: Id | None) -> LLMResult:
+    try:
+        return client.complete(req) if on_text is None else client.stream(req, on_text)
+    except ProviderBusy as busy:
+        pause_provider(busy.provider, busy.retry_after)
+        log.warning("llm provider paused", extra={"action": "llm_provider_paused",
+                                                  "provider": busy.provider,
+                                                  "seconds": busy.retry_after,
+                                                  "job_id": str(job_id), "error": str(busy)})
+        raise

@@ -1,0 +1,162 @@
+"""OpenTelemetry traces: off and free unless the standard variables ask for them.
+
+With `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) set and
+`OTEL_SDK_DISABLED` not true, each process exports over OTLP/HTTP (`OTEL_EXPORTER_OTLP_PROTOCOL`
+http/protobuf; `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, the exporter's headers and
+timeouts as the SDK reads them). The trace: the request that enqueued a job (Flask's
+instrumentation) -> the job (`job <type>`, one span per run) -> each step run (`step <name>`)
+-> model calls (`chat <model>`, GenAI conventions) and effects (`effect <kind>`), with the
+database statements (psycopg) and outbound HTTP (httpx) inside.
+
+The trace context travels in the job's row (`traceparent`, migration 0021), not only in the
+Celery message: a wake-up is disposable (the dispatch sweep re-sends one without headers, a
+retry is a new message), the row is not. A job enqueued inside another's run (a child, a
+workflow's step, a night-shift fan-out) carries that run's context, so a workflow run is one
+trace. Without the variables nothing here imports the SDK, and `span` is a no-op.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_state: dict[str, Any] = {"tracer": None, "service": None}
+
+
+def wanted() -> bool:
+    """Do the standard variables ask for traces?"""
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    return bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+
+
+def enabled() -> bool:
+    return _state["tracer"] is not None
+
+
+def setup(default_service: str, exporter: Any = None) -> bool:
+    """Start tracing in this process when the variables ask for it (or with `exporter`, a
+    test's in-memory one); idempotent. Returns whether tracing is on."""
+    if _state["tracer"] is not None:
+        return True
+    if exporter is None and not wanted():
+        return False
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import OTELResourceDetector, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+    service = os.environ.get("OTEL_SERVICE_NAME") or default_service
+    resource = Resource.create({"service.name": service}).merge(OTELResourceDetector().detect())
+    provider = TracerProvider(resource=resource)
+    if exporter is not None:
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+    else:
+        protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        if protocol != "http/protobuf":
+            log.warning("OTEL_EXPORTER_OTLP_PROTOCOL=%s is not supported here; exporting "
+                        "over http/protobuf", protocol)
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    if exporter is None:  # a test's provider is its own: the global can be set only once
+        trace.set_tracer_provider(provider)
+    _instrument_libraries(provider)
+    _state["tracer"] = provider.get_tracer("switchyard")
+    _state["service"] = service
+    _state["provider"] = provider
+    return True
+
+
+def _instrument_libraries(provider: Any) -> None:
+    """The existing instrumentations: every statement (psycopg) and outbound call (httpx)."""
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+    from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
+
+    for instrumentor in (PsycopgInstrumentor(), HTTPXClientInstrumentor()):
+        if not instrumentor.is_instrumented_by_opentelemetry:
+            instrumentor.instrument(tracer_provider=provider)
+
+
+def instrument_flask(app: Any) -> None:
+    """The web's request spans (a no-op when tracing is off)."""
+    if enabled():
+        from opentelemetry.instrumentation.flask import FlaskInstrumentor
+
+        FlaskInstrumentor().instrument_app(app, tracer_provider=_state["provider"])
+
+
+def flush() -> None:
+    provider = _state.get("provider")
+    if provider is not None:
+        provider.force_flush()
+
+
+def stop() -> None:
+    """Tracing off again in this process (tests): the libraries uninstrumented, the spans
+    already made flushed."""
+    if _state["tracer"] is None:
+        return
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+    from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
+
+    flush()
+    for instrumentor in (PsycopgInstrumentor(), HTTPXClientInstrumentor()):
+        if instrumentor.is_instrumented_by_opentelemetry:
+            instrumentor.uninstrument()
+    _state.update(tracer=None, service=None, provider=None)
+
+
+def traceparent() -> str | None:
+    """The current span's context as a W3C `traceparent`, to store with a job."""
+    if not enabled():
+        return None
+    from opentelemetry.propagate import inject
+
+    carrier: dict[str, str] = {}
+    inject(carrier)
+    return carrier.get("traceparent")
+
+
+@contextlib.contextmanager
+def span(name: str, attributes: Mapping[str, Any] | None = None,
+         parent: str | None = None) -> Iterator[Any]:
+    """A span (a child of `parent`, a stored traceparent, when given); nothing when off."""
+    tracer = _state["tracer"]
+    if tracer is None:
+        yield None
+        return
+    from opentelemetry.propagate import extract
+    from opentelemetry.trace import Status, StatusCode
+
+    context = extract({"traceparent": parent}) if parent else None
+    with tracer.start_as_current_span(name, context=context,
+                                      attributes=dict(attributes or {}),
+                                      record_exception=False, set_status_on_exception=False
+                                      ) as current:
+        try:
+            yield current
+        except BaseException as exc:
+            # A suspension or a retry is the engine at work, not an error: only a failure's
+            # class is recorded, never its message (which may quote a tenant's data).
+            current.set_attribute("switchyard.outcome", type(exc).__name__)
+            if not _expected(exc):
+                current.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            raise
+
+
+def _expected(exc: BaseException) -> bool:
+    from tasks.engine.errors import CancelRequested, ShutdownRequested, Suspend
+
+    return isinstance(exc, Suspend | CancelRequested | ShutdownRequested)
+
+
+def annotate(current: Any, attributes: Mapping[str, Any]) -> None:
+    if current is not None:
+        current.set_attributes(dict(attributes))

@@ -288,7 +288,9 @@ def paths() -> dict[str, Any]:
         "/api/jobs/{jid}/rerun": {"post": _op(
             "rerun_job", "Rerun a finished job from one of its steps: a new job whose steps "
             "before `from_step` are copied and replayed, not run (`payload` edits the input).",
-            {202: _json("The rerun, queued.", "JobRerunCreated")}, (*json_body, 404, 409),
+            {202: _json("The rerun, queued.", "JobRerunCreated"),
+             200: _json("Made earlier with the same `idempotency_key`.", "JobRerunCreated")},
+            (*json_body, 404, 409),
             params=[JID], body="JobRerun")},
         "/api/jobs/{jid}/events": {"get": _op(
             "job_events", "A job's events; the stream ends after its terminal status event.",

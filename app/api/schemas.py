@@ -171,6 +171,8 @@ class JobRerun(Strict):
 
     from_step: Text = Field(min_length=1, max_length=200)
     payload: dict[str, Any] | None = None  # None: the original's
+    # The same key again (for this job) answers the rerun it made: a client may retry.
+    idempotency_key: Text | None = Field(default=None, min_length=1, max_length=200)
 
     @field_validator("payload")
     @classmethod

@@ -177,12 +177,14 @@ def rerun_job(jid: str):
     this one's record and replayed, not run (tasks.engine.rerun says what cannot be)."""
     job = _owned_job(jid)
     body = parse_body(JobRerun)
-    made = rerun.rerun(job.id, body.from_step, body.payload)  # RerunRefused: a 409 or 422
+    # RerunRefused: a 409 or 422
+    made = rerun.rerun(job.id, body.from_step, body.payload, idempotency_key=body.idempotency_key)
     job_id = str(made.job_id)
     return jsonify({"job_id": job_id, "rerun_of": str(job.id),
                     "copied_steps": made.copied_steps,
                     "status_url": url_for("jobs.get_job", jid=job_id),
-                    "events_url": url_for("jobs.job_events", jid=job_id)}), 202
+                    "events_url": url_for("jobs.job_events", jid=job_id)}), \
+        202 if made.created else 200
 
 
 @bp.get("/api/jobs/<jid>/events")

@@ -49,6 +49,7 @@ class RerunRefused(SwitchyardError):
 class Rerun:
     job_id: uuid.UUID
     copied_steps: int
+    created: bool = True
 
 
 _ORIGINAL = """
@@ -66,9 +67,10 @@ FROM job_steps WHERE job_id = %(old)s AND seq < %(seq)s
 
 
 def rerun(job_id: uuid.UUID | str, from_step: str, payload: dict[str, Any] | None = None,
-          *, public: bool = True) -> Rerun:
+          *, public: bool = True, idempotency_key: str | None = None) -> Rerun:
     """Create the rerun (its copied steps in the same transaction as its row, so no worker
-    can claim it before they exist) and publish it. Raises RerunRefused."""
+    can claim it before they exist) and publish it. With `idempotency_key`, asking again
+    answers the rerun made the first time (`created` False). Raises RerunRefused."""
     original = pg.fetch_one_dict(_ORIGINAL, (str(job_id),))
     if original is None:  # the caller found it a moment ago: deleted since
         raise RerunRefused("not_finished", "the job is gone")
@@ -92,9 +94,13 @@ def rerun(job_id: uuid.UUID | str, from_step: str, payload: dict[str, Any] | Non
         project_id=original["project_id"], job_type=original["job_type"],
         payload=original["payload"] if payload is None else payload,
         priority=original["priority"], max_attempts=original["max_attempts"],
-        timeout_seconds=original["timeout_seconds"])
+        timeout_seconds=original["timeout_seconds"],
+        idempotency_key=f"rerun:{original['id']}:{idempotency_key}" if idempotency_key
+        else None)
     with pg.transaction():
         job: Enqueued = enqueue(request, publish=False, public=public)
+        if not job.created:  # the same key again: the rerun made then
+            return Rerun(job.job_id, 0, created=False)
         pg.execute("UPDATE agent_jobs SET rerun_of = %s WHERE id = %s",
                    (original["id"], job.job_id))
         copied = pg.execute(_COPY, {"new": job.job_id, "old": original["id"],

@@ -99,6 +99,19 @@ def test_what_cannot_be_rerun_is_refused_in_words_and_writes_nothing(alice, bob,
     assert counts() == before
 
 
+def test_a_rerun_asked_again_with_its_key_answers_the_first(alice, worker):
+    done = alice.job(payload={"steps": 2})
+    wait_for(done, timeout=30)
+    body = {"from_step": "step-2", "idempotency_key": "retry-safe"}
+    first = alice.post(f"/api/jobs/{done}/rerun", body)
+    again = alice.post(f"/api/jobs/{done}/rerun", body)
+    assert (first.status_code, again.status_code) == (202, 200)
+    assert again.get_json()["job_id"] == first.get_json()["job_id"]
+    assert tuples("SELECT count(*) FROM agent_jobs WHERE rerun_of = %s", (done,)) == [(1,)]
+    other = alice.post(f"/api/jobs/{done}/rerun", {"from_step": "step-2"})
+    assert other.status_code == 202 and other.get_json()["job_id"] != first.get_json()["job_id"]
+
+
 def test_a_step_after_an_unfinished_one_cannot_be_the_start(alice, worker):
     # A step that failed cannot be skipped: the rerun must start at it
     failed = alice.job(payload={"steps": 3, "fail_first_attempts": 9}, max_attempts=1)

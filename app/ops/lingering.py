@@ -64,9 +64,14 @@ class Closer:
                 item = None
             while item is not None:
                 sock, deadline, max_drain = item
-                sock.setblocking(False)
-                lingering[sock] = [deadline, max_drain]
-                selector.register(sock, selectors.EVENT_READ)
+                try:
+                    sock.setblocking(False)
+                    selector.register(sock, selectors.EVENT_READ)
+                    lingering[sock] = [deadline, max_drain]
+                except (OSError, ValueError):  # closed meanwhile: nothing to wait for
+                    _close(sock)
+                    with self._lock:
+                        self._count -= 1
                 try:
                     item = self._handed.get_nowait()
                 except queue.Empty:

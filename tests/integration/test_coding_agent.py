@@ -26,6 +26,7 @@ from tests.integration.test_api_contract import Caller, _caller
 from tests.support import coding_brains as brains
 from tests.support.fake_anthropic import FakeAnthropic, anthropic_model, fake_anthropic  # noqa: F401
 from tests.support.fake_github import FakeGithub, fake_github  # noqa: F401
+from tests.support.fake_openai import FakeOpenAI, fake_openai, messages_brain  # noqa: F401
 
 TASK = "Fix the failing test in the calculator"
 
@@ -347,3 +348,48 @@ def test_a_coding_job_canceled_mid_run_leaves_no_checkout(
     job = wait_for(job_id, "canceled", "completed", "failed", timeout=60)
     assert job["status"] == "canceled"
     wait_until(lambda: _checkout_of(job_id) == [], timeout=10, what="the checkout to go")
+
+
+@pytest.fixture
+def openai_coder(fake_openai: FakeOpenAI, fake_github: FakeGithub,
+                 monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    """The coding agent on SWITCHYARD_LLM_PROVIDER=openai (issue 27), against a local Chat
+    Completions server driven by the same brains."""
+    from tasks.services.llm import reset_client
+
+    for name, value in {"SWITCHYARD_LLM_PROVIDER": "openai", "OPENAI_BASE_URL": fake_openai.url,
+                        "OPENAI_API_KEY": "sk-coder", "SWITCHYARD_LLM_MODEL": "qwen-coder",
+                        "SWITCHYARD_GITHUB_API_URL": fake_github.url,
+                        "SWITCHYARD_GITHUB_TOKEN": fake_github.token,
+                        "SWITCHYARD_SHARED_CREDENTIALS": "email,github",
+                        "SWITCHYARD_GITHUB_SHARED_REPOS": "acme/*"}.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    reset_client()
+    yield fake_openai
+    monkeypatch.undo()
+    get_settings.cache_clear()
+    reset_client()
+
+
+def test_the_coding_agent_fixes_and_proposes_on_an_openai_compatible_model(
+        alice: Caller, repos: Path, openai_coder: FakeOpenAI, fake_github: FakeGithub) -> None:
+    openai_coder.script = messages_brain(brains.straight)
+    bare = repos / "calculator.git"
+    job_id = submit(alice, bare, github_repo="acme/calculator")
+
+    job = wait_for(job_id, "completed", "failed", timeout=120)
+    assert job["status"] == "completed", job["last_error"]
+    assert job["result"]["tests_passed"] is True
+    assert "return a + b" in remote_file(bare, job["result"]["branch"], "calculator.py")
+    assert len(fake_github.pulls["acme/calculator"]) == 1
+    # Every turn went over Chat Completions with the tools as functions, the results as
+    # tool messages answering the calls by id
+    bodies = [r.body for r in openai_coder.received]
+    assert all(b["model"] == "qwen-coder" and b.get("stream") for b in bodies)
+    assert {t["function"]["name"] for b in bodies for t in b.get("tools") or []} == {
+        "list_files", "read_file", "write_file", "edit_file", "search", "run", "finish"}
+    answered = [m for b in bodies for m in b["messages"] if m["role"] == "tool"]
+    assert answered and all(m["tool_call_id"].startswith("call_") for m in answered)
+    assert tuples("SELECT DISTINCT provider, model FROM llm_usage WHERE job_id = %s",
+                  (job_id,)) == [("openai", "qwen-coder")]

@@ -168,3 +168,44 @@ def fake_openai() -> Iterator[FakeOpenAI]:
         yield fake
     finally:
         fake.close()
+
+
+def messages_brain(brain: Callable[[dict[str, Any]], list[dict[str, Any]]]
+                   ) -> Callable[[dict[str, Any]], tuple[str, list[tuple[str, str]]]]:
+    """A brain written for the Messages API (tests/support/coding_brains.py) as a Chat
+    Completions one: the request read back into Messages turns, the answer's blocks into
+    text and tool calls. So the coding agent runs on the openai provider turn by turn."""
+    def answer(body: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
+        blocks = brain(as_messages_body(body))
+        text = "".join(b["text"] for b in blocks if b["type"] == "text")
+        calls = [(b["name"], json.dumps(b["input"])) for b in blocks if b["type"] == "tool_use"]
+        return text, calls
+    return answer
+
+
+def as_messages_body(body: dict[str, Any]) -> dict[str, Any]:
+    system = "\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
+    turns: list[dict[str, Any]] = []
+    for m in body["messages"]:
+        if m["role"] == "system":
+            continue
+        if m["role"] == "tool":
+            block = {"type": "tool_result", "tool_use_id": m["tool_call_id"],
+                     "content": m["content"]}
+            if turns and turns[-1]["role"] == "user" and isinstance(turns[-1]["content"], list):
+                turns[-1]["content"].append(block)
+            else:
+                turns.append({"role": "user", "content": [block]})
+        elif m["role"] == "assistant":
+            content: list[dict[str, Any]] = (
+                [{"type": "text", "text": m["content"]}] if m.get("content") else [])
+            content += [{"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
+                         "input": json.loads(c["function"]["arguments"])}
+                        for c in m.get("tool_calls") or []]
+            turns.append({"role": "assistant", "content": content})
+        elif turns and turns[-1]["role"] == "user" and isinstance(turns[-1]["content"], list):
+            turns[-1]["content"].append({"type": "text", "text": m["content"]})
+        else:
+            turns.append({"role": "user", "content": m["content"]})
+    tools = [{"name": t["function"]["name"]} for t in body.get("tools") or []]
+    return {"system": system, "tools": tools, "messages": turns}

@@ -167,6 +167,9 @@ class Settings:
     # (ROLE, provider or "", model or "") from SWITCHYARD_LLM_PROVIDER_<ROLE> and
     # SWITCHYARD_LLM_MODEL_<ROLE>: tasks.services.llm.roles checks the roles.
     llm_role_models: tuple[tuple[str, str, str], ...] = ()
+    # "provider/model" pairs a project may choose for a role, besides the operator's own
+    # (SWITCHYARD_LLM_PROJECT_MODELS): a tenant's choice is the operator's bill and limits.
+    llm_project_models: tuple[str, ...] = ()
     # tasks.startup.schedules: the local hour (each project's `timezone`, UTC without one) the
     # daily schedules run at: digests, nudges, the night shift.
     daily_hour: int = 2
@@ -426,6 +429,8 @@ def get_settings() -> Settings:
         anthropic_api_key=env_str("ANTHROPIC_API_KEY", ""),
         anthropic_base_url=env_str("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
         llm_role_models=_role_models(),
+        llm_project_models=tuple(m.strip() for m in env_str(
+            "SWITCHYARD_LLM_PROJECT_MODELS", "").split(",") if m.strip()),
         # SWITCHYARD_DAILY_HOUR_UTC: its name before projects had time zones.
         daily_hour=min(23, env_int("SWITCHYARD_DAILY_HOUR",
                                    env_int("SWITCHYARD_DAILY_HOUR_UTC", 2))),

@@ -14,13 +14,14 @@ from pydantic import (
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
     field_validator,
+    model_validator,
 )
 from pydantic_core import core_schema
 
 from tasks.engine.registry import integral
 from tasks.services.llm import unconfigured
-from tasks.services.llm.roles import ROLES
-from tasks.settings import DEFAULT_MODELS
+from tasks.services.llm.roles import ROLES, Choice, choose, operator_choices, project_allowed
+from tasks.settings import DEFAULT_MODELS, get_settings
 from tasks.startup.local_days import valid_zone
 
 NO_NUL = r"^[^\x00]*$"
@@ -147,6 +148,22 @@ class ProjectSettings(Strict):
     # declares (with the package indexes' network alone), like a CI job's setup steps.
     code_setup: list[Annotated[Text, Field(min_length=1, max_length=2000)]] | None = Field(
         default=None, max_length=20)
+
+    @model_validator(mode="after")
+    def _models_allowed(self) -> ProjectSettings:
+        # A role's model is the operator's bill and limits: only what it runs or lists.
+        settings = get_settings()
+        default = Choice(settings.llm_provider, settings.llm_model)
+        operator = operator_choices(settings.llm_role_models)
+        for role, chosen in (self.llm_models or {}).items():
+            if chosen is None:
+                continue
+            choice = choose(role, default, operator, {role: chosen.model_dump()})
+            if not project_allowed(choice, default, operator, settings.llm_project_models):
+                raise ValueError(
+                    f"llm_models.{role}: {choice.provider}/{choice.model} is not a model this "
+                    "server offers projects (its own, or SWITCHYARD_LLM_PROJECT_MODELS)")
+        return self
 
     def applied_to(self, current: dict[str, Any]) -> dict[str, Any]:
         return merge_patch(current, self.model_dump(exclude_unset=True))

@@ -13,12 +13,15 @@ it holds: past it, a connection is closed at once, as before RFC 9112's advice.
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import selectors
 import socket
 import threading
 import time
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 MAX_LINGERING = 1024
 _POLL = 0.05  # how soon a newly handed-over socket is watched, while others linger
@@ -58,46 +61,65 @@ class Closer:
         selector = selectors.DefaultSelector()
         lingering: dict[socket.socket, list[Any]] = {}  # sock -> [deadline, bytes left]
         while True:
-            try:  # block while nothing lingers; poll briefly while something does
-                item = self._handed.get(timeout=_POLL if lingering else None)
-            except queue.Empty:
-                item = None
-            while item is not None:
-                sock, deadline, max_drain = item
+            try:  # nothing may end this thread: every socket handed over must be closed
+                self._pass(selector, lingering)
+            except Exception:
+                log.exception("the linger closer's pass failed; closing what it held")
+                for sock in list(lingering):
+                    with contextlib.suppress(KeyError, ValueError, OSError):
+                        selector.unregister(sock)
+                    _close(sock)
+                with self._lock:
+                    self._count -= len(lingering)
+                lingering.clear()
+
+    def _pass(self, selector: selectors.BaseSelector,
+              lingering: dict[socket.socket, list[Any]]) -> None:
+        try:  # block while nothing lingers; poll briefly while something does
+            item = self._handed.get(timeout=_POLL if lingering else None)
+        except queue.Empty:
+            item = None
+        while item is not None:
+            sock, deadline, max_drain = item
+            if sock in lingering:  # handed over twice (gunicorn closes after an error too)
+                with self._lock:
+                    self._count -= 1
+            else:
                 try:
                     sock.setblocking(False)
                     selector.register(sock, selectors.EVENT_READ)
                     lingering[sock] = [deadline, max_drain]
-                except (OSError, ValueError):  # closed meanwhile: nothing to wait for
+                except (OSError, ValueError, KeyError):  # closed meanwhile, or its fd reused
                     _close(sock)
                     with self._lock:
                         self._count -= 1
-                try:
-                    item = self._handed.get_nowait()
-                except queue.Empty:
-                    item = None
-            done: list[socket.socket] = []
-            for key, _ in selector.select(timeout=0):
-                sock = key.fileobj  # type: ignore[assignment]
-                try:
-                    data = sock.recv(4096)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    data = b""
-                lingering[sock][1] -= len(data)
-                if not data or lingering[sock][1] <= 0:
-                    done.append(sock)
-            now = time.monotonic()
-            done += [s for s, (deadline, _) in lingering.items()
-                     if deadline <= now and s not in done]
-            for sock in done:
+            try:
+                item = self._handed.get_nowait()
+            except queue.Empty:
+                item = None
+        done: list[socket.socket] = []
+        for key, _ in selector.select(timeout=0):
+            sock = key.fileobj  # type: ignore[assignment]
+            try:
+                data = sock.recv(4096)
+            except BlockingIOError:
+                continue
+            except OSError:
+                data = b""
+            lingering[sock][1] -= len(data)
+            if not data or lingering[sock][1] <= 0:
+                done.append(sock)
+        now = time.monotonic()
+        done += [s for s, (deadline, _) in lingering.items()
+                 if deadline <= now and s not in done]
+        for sock in done:
+            with contextlib.suppress(KeyError, ValueError, OSError):
                 selector.unregister(sock)
-                del lingering[sock]
-                _close(sock)
-            if done:
-                with self._lock:
-                    self._count -= len(done)
+            del lingering[sock]
+            _close(sock)
+        if done:
+            with self._lock:
+                self._count -= len(done)
 
 
 def _close(sock: socket.socket) -> None:

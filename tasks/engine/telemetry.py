@@ -79,9 +79,25 @@ def _instrument_libraries(provider: Any) -> None:
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
     from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
 
-    for instrumentor in (PsycopgInstrumentor(), HTTPXClientInstrumentor()):
-        if not instrumentor.is_instrumented_by_opentelemetry:
-            instrumentor.instrument(tracer_provider=provider)
+    psycopg, httpx = PsycopgInstrumentor(), HTTPXClientInstrumentor()
+    if not psycopg.is_instrumented_by_opentelemetry:
+        psycopg.instrument(tracer_provider=provider)
+    if not httpx.is_instrumented_by_opentelemetry:
+        httpx.instrument(tracer_provider=provider, request_hook=_only_the_host)
+
+
+# URL attributes an outbound span may carry, by the semantic conventions' old and new names.
+URL_KEYS = ("http.url", "url.full")
+
+
+def _only_the_host(span: Any, request: Any) -> None:
+    """An outbound URL says only its scheme and host: a deploy hook's path or query is its
+    secret (the effect's arguments never reach a span), and so may a model server's be."""
+    url = request.url if hasattr(request, "url") else request[1]
+    host = f"{url.scheme.decode() if isinstance(url.scheme, bytes) else url.scheme}://" \
+        f"{url.host.decode() if isinstance(url.host, bytes) else url.host}"
+    for key in URL_KEYS:
+        span.set_attribute(key, host)
 
 
 def instrument_flask(app: Any) -> None:
@@ -89,7 +105,9 @@ def instrument_flask(app: Any) -> None:
     if enabled():
         from opentelemetry.instrumentation.flask import FlaskInstrumentor
 
-        FlaskInstrumentor().instrument_app(app, tracer_provider=_state["provider"])
+        # The contact confirmation's query string is its credential: no span for it.
+        FlaskInstrumentor().instrument_app(app, tracer_provider=_state["provider"],
+                                           excluded_urls="/api/contact/confirm")
 
 
 def flush() -> None:

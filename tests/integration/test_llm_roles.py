@@ -52,7 +52,9 @@ def roles(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     for name, value in {"SWITCHYARD_LLM_PROVIDER": "openai", "OPENAI_BASE_URL": fake_openai.url,
                         "SWITCHYARD_LLM_MODEL": "qwen-7b", "SWITCHYARD_LLM_MODEL_PLAN": "qwen-72b",
                         "SWITCHYARD_LLM_MODEL_BUILD": "qwen-14b",
-                        "SWITCHYARD_LLM_PROVIDER_CHAT": "scripted"}.items():
+                        "SWITCHYARD_LLM_PROVIDER_CHAT": "scripted",
+                        # what a project may pick besides the operator's own models
+                        "SWITCHYARD_LLM_PROJECT_MODELS": "openai/qwen-coder-32b"}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     get_settings.cache_clear()
@@ -93,6 +95,7 @@ def test_each_role_gets_its_model_and_the_project_overrides_the_operator(worker,
 def test_a_project_picks_only_roles_that_exist_and_providers_the_operator_set_up(
         db, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("SWITCHYARD_LLM_PROJECT_MODELS", "scripted/scripted-strong")
     get_settings.cache_clear()
     with session_scope(session_factory()) as s:
         _, token = create_token(s, "roles")
@@ -101,7 +104,9 @@ def test_a_project_picks_only_roles_that_exist_and_providers_the_operator_set_up
     for settings, words in [({"plann": {"model": "x"}}, "plann"),
                             ({"plan": {"provider": "gemini"}}, "llm_models.plan.provider"),
                             ({"plan": {"provider": "anthropic"}}, "ANTHROPIC_API_KEY"),
-                            ({"plan": {"model": ""}}, "model")]:
+                            ({"plan": {"model": ""}}, "model"),
+                            # a model the operator neither runs nor offers: its bill, its limits
+                            ({"plan": {"model": "o1-pro"}}, "SWITCHYARD_LLM_PROJECT_MODELS")]:
         r = client.patch(f"/api/projects/{pid}", headers=auth,
                          json={"settings": {"llm_models": settings}})
         assert r.status_code == 422 and words in r.get_data(as_text=True), r.json

@@ -74,3 +74,22 @@ def test_clients_that_never_close_do_not_stall_the_web_process(db: None,
         if web.poll() is None:
             os.killpg(web.pid, signal.SIGKILL)
             web.wait()
+
+
+def test_a_socket_handed_over_twice_leaves_the_closer_working() -> None:
+    # gunicorn's gthread closes gracefully after an error mid-answer and again when it
+    # finishes the request: the same socket, twice
+    from app.ops.lingering import Closer
+
+    closer = Closer()
+    ours, theirs = socket.socketpair()
+    closer.close_graceful(ours, timeout=0.3)
+    closer.close_graceful(ours, timeout=0.3)
+    later, peer = socket.socketpair()
+    closer.close_graceful(later, timeout=0.3)
+    time.sleep(1.0)
+    assert closer._thread is not None and closer._thread.is_alive()
+    assert ours.fileno() == -1 and later.fileno() == -1  # both closed at their deadline
+    assert closer._count == 0
+    for s in (theirs, peer):
+        s.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.services.llm.roles import Choice, choose, operator_choices, role_of
+from tasks.services.llm.roles import Choice, choose, operator_choices, project_allowed, role_of
 from tasks.settings import SettingsError
 
 DEFAULT = Choice("anthropic", "claude-sonnet-4-6")
@@ -39,3 +39,14 @@ def test_the_operators_role_variables_are_checked():
         operator_choices((("PLANN", "", "m"),))
     with pytest.raises(SettingsError, match="must be one of"):
         operator_choices((("PLAN", "gemini", ""),))
+
+
+def test_a_project_may_pick_only_what_the_operator_runs_or_lists():
+    operator = {"plan": ("", "claude-opus-4-6")}
+    listed = ("openai/gpt-4.1",)
+    assert project_allowed(DEFAULT, DEFAULT, operator, ())
+    assert project_allowed(Choice("anthropic", "claude-opus-4-6"), DEFAULT, operator, ())
+    assert project_allowed(Choice("openai", "gpt-4.1"), DEFAULT, operator, listed)
+    assert not project_allowed(Choice("anthropic", "claude-opus-4-1"), DEFAULT, operator,
+                               listed)
+    assert not project_allowed(Choice("openai", "o1-pro"), DEFAULT, operator, listed)

@@ -25,7 +25,9 @@ def get_client() -> LLMClient:
     operator or the project chose one (tasks.services.llm.roles).
     """
     settings = get_settings()
-    return client_for(settings.llm_provider, settings.llm_model)
+    # Cached on its own: `flow.for_role` knows the default by identity, which no role's
+    # client may evict.
+    return _default_for_process(os.getpid(), settings.llm_provider, settings.llm_model)
 
 
 def client_for(provider: str, model: str) -> LLMClient:
@@ -48,11 +50,21 @@ def unconfigured(provider: str) -> str | None:
 
 def reset_client() -> None:
     """Forget the built clients, so the next get_client() reads the settings again."""
+    _default_for_process.cache_clear()
     _client_for_process.cache_clear()
+
+
+@lru_cache(maxsize=1)
+def _default_for_process(pid: int, provider: str, model: str) -> LLMClient:
+    return _build(provider, model)
 
 
 @lru_cache(maxsize=32)
 def _client_for_process(pid: int, provider: str, model: str) -> LLMClient:
+    return _build(provider, model)
+
+
+def _build(provider: str, model: str) -> LLMClient:
     settings = get_settings()
     if provider == "scripted":
         from tasks.services.llm.scripted import ScriptedProvider

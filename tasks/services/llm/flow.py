@@ -26,7 +26,13 @@ from tasks.engine import pg, telemetry
 from tasks.engine.errors import PermanentError, Suspend
 from tasks.services.llm import client_for, get_client
 from tasks.services.llm.errors import ProviderBusy
-from tasks.services.llm.roles import Choice, choose, operator_choices, role_of
+from tasks.services.llm.roles import (
+    Choice,
+    choose,
+    operator_choices,
+    project_allowed,
+    role_of,
+)
 from tasks.services.llm.types import LLMClient, LLMRequest, LLMResult
 from tasks.settings import get_settings
 
@@ -205,8 +211,14 @@ def for_role(client: LLMClient, purpose: str, project_id: Id) -> LLMClient:
         return client
     project = pg.fetch_value("SELECT settings -> 'llm_models' FROM projects WHERE id = %s",
                              (str(project_id),))
-    choice = choose(role, Choice(client.provider, client.model),
-                    operator_choices(get_settings().llm_role_models), project)
+    settings, default = get_settings(), Choice(client.provider, client.model)
+    operator = operator_choices(settings.llm_role_models)
+    choice = choose(role, default, operator, project)
+    if not project_allowed(choice, default, operator, settings.llm_project_models):
+        # Allowed when set, since withdrawn by the operator: the operator's choice answers.
+        log.warning("a project's model for %s is not allowed; using the operator's", role,
+                    extra={"action": "llm_model_refused", "project_id": str(project_id)})
+        choice = choose(role, default, operator, None)
     if (choice.provider, choice.model) == (client.provider, client.model):
         return client
     return client_for(choice.provider, choice.model)

@@ -4,7 +4,7 @@ The seed's coding agent planned with a stronger model and built with a faster on
 `purpose` names its role; the role's model is, first found: the project's setting
 `llm_models.<role>` ({"provider"?, "model"?}), the operator's `SWITCHYARD_LLM_PROVIDER_<ROLE>` /
 `SWITCHYARD_LLM_MODEL_<ROLE>`, then `SWITCHYARD_LLM_PROVIDER` / `SWITCHYARD_LLM_MODEL`. A
-project chooses among the providers the operator configured (the keys are the operator's).
+project chooses among the models the operator runs or lists (project_allowed).
 What answered is recorded per call (llm_usage: provider, model, step), so a job's page shows
 which model did what.
 """
@@ -74,3 +74,13 @@ def operator_choices(role_models: tuple[tuple[str, str, str], ...]
                                 f"{', '.join(DEFAULT_MODELS)}, got {provider!r}")
         out[role] = (provider, model)
     return out
+
+
+def project_allowed(choice: Choice, default: Choice,
+                    operator: dict[str, tuple[str, str]], listed: tuple[str, ...]) -> bool:
+    """A project's choice must be a model the operator runs already (the default, a role's)
+    or lists for projects (SWITCHYARD_LLM_PROJECT_MODELS, "provider/model"): a tenant must
+    not pick a model that costs more than budgets count, nor one whose rate limit it could
+    exhaust and so pause the provider for every tenant."""
+    own = {default} | {choose(role, default, operator, None) for role in operator}
+    return choice in own or f"{choice.provider}/{choice.model}" in listed

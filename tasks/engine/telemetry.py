@@ -25,7 +25,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-_state: dict[str, Any] = {"tracer": None, "service": None}
+_state: dict[str, Any] = {"tracer": None, "provider": None}
 
 
 def wanted() -> bool:
@@ -69,7 +69,6 @@ def setup(default_service: str, exporter: Any = None) -> bool:
         trace.set_tracer_provider(provider)
     _instrument_libraries(provider)
     _state["tracer"] = provider.get_tracer("switchyard")
-    _state["service"] = service
     _state["provider"] = provider
     return True
 
@@ -93,11 +92,9 @@ URL_KEYS = ("http.url", "url.full")
 def _only_the_host(span: Any, request: Any) -> None:
     """An outbound URL says only its scheme and host: a deploy hook's path or query is its
     secret (the effect's arguments never reach a span), and so may a model server's be."""
-    url = request.url if hasattr(request, "url") else request[1]
-    host = f"{url.scheme.decode() if isinstance(url.scheme, bytes) else url.scheme}://" \
-        f"{url.host.decode() if isinstance(url.host, bytes) else url.host}"
+    url = request.url  # the instrumentation's RequestInfo: an httpx.URL
     for key in URL_KEYS:
-        span.set_attribute(key, host)
+        span.set_attribute(key, f"{url.scheme}://{url.host}")
 
 
 def instrument_flask(app: Any) -> None:
@@ -128,7 +125,7 @@ def stop() -> None:
     for instrumentor in (PsycopgInstrumentor(), HTTPXClientInstrumentor()):
         if instrumentor.is_instrumented_by_opentelemetry:
             instrumentor.uninstrument()
-    _state.update(tracer=None, service=None, provider=None)
+    _state.update(tracer=None, provider=None)
 
 
 def traceparent() -> str | None:

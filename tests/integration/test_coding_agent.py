@@ -26,7 +26,12 @@ from tests.integration.test_api_contract import Caller, _caller
 from tests.support import coding_brains as brains
 from tests.support.fake_anthropic import FakeAnthropic, anthropic_model, fake_anthropic  # noqa: F401
 from tests.support.fake_github import FakeGithub, fake_github  # noqa: F401
-from tests.support.fake_openai import FakeOpenAI, fake_openai, messages_brain  # noqa: F401
+from tests.support.fake_openai import (  # noqa: F401
+    FakeOpenAI,
+    fake_openai,
+    messages_brain,
+    settings_from,
+)
 
 TASK = "Fix the failing test in the calculator"
 
@@ -355,21 +360,14 @@ def openai_coder(fake_openai: FakeOpenAI, fake_github: FakeGithub,
                  monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
     """The coding agent on SWITCHYARD_LLM_PROVIDER=openai (issue 27), against a local Chat
     Completions server driven by the same brains."""
-    from tasks.services.llm import reset_client
-
-    for name, value in {"SWITCHYARD_LLM_PROVIDER": "openai", "OPENAI_BASE_URL": fake_openai.url,
-                        "OPENAI_API_KEY": "sk-coder", "SWITCHYARD_LLM_MODEL": "qwen-coder",
-                        "SWITCHYARD_GITHUB_API_URL": fake_github.url,
-                        "SWITCHYARD_GITHUB_TOKEN": fake_github.token,
-                        "SWITCHYARD_SHARED_CREDENTIALS": "email,github",
-                        "SWITCHYARD_GITHUB_SHARED_REPOS": "acme/*"}.items():
-        monkeypatch.setenv(name, value)
-    get_settings.cache_clear()
-    reset_client()
-    yield fake_openai
-    monkeypatch.undo()
-    get_settings.cache_clear()
-    reset_client()
+    with settings_from(monkeypatch, {
+            "SWITCHYARD_LLM_PROVIDER": "openai", "OPENAI_BASE_URL": fake_openai.url,
+            "OPENAI_API_KEY": "sk-coder", "SWITCHYARD_LLM_MODEL": "qwen-coder",
+            "SWITCHYARD_GITHUB_API_URL": fake_github.url,
+            "SWITCHYARD_GITHUB_TOKEN": fake_github.token,
+            "SWITCHYARD_SHARED_CREDENTIALS": "email,github",
+            "SWITCHYARD_GITHUB_SHARED_REPOS": "acme/*"}):
+        yield fake_openai
 
 
 def test_the_coding_agent_fixes_and_proposes_on_an_openai_compatible_model(

@@ -24,7 +24,7 @@ from tasks.services.llm.pricing import DEFAULT_PRICE, Price
 from tasks.services.llm.types import LLMRequest, LLMResult, Usage
 from tasks.settings import SettingsError, get_settings
 from tests.integration.jobdb import new_job, status_history, tuples, wait_for
-from tests.support.fake_openai import FakeOpenAI, fake_openai  # noqa: F401
+from tests.support.fake_openai import FakeOpenAI, fake_openai, settings_from  # noqa: F401
 
 MODEL = "llama-3.1-8b-instruct"  # a self-hosted model: not in the price table
 TOOLS = [{"name": "get_weather", "description": "The weather somewhere",
@@ -218,18 +218,14 @@ def test_a_429_pauses_the_provider_for_every_worker_and_usage_is_recorded(fake_o
 
 
 @pytest.fixture
-def openai_model(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch,
-                 fresh_settings: None) -> Iterator[FakeOpenAI]:
+def openai_model(fake_openai: FakeOpenAI,
+                 monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
     """The LLM layer on the real openai SDK, pointed at the fake (the in-process worker
     reads the same settings)."""
-    monkeypatch.setenv("SWITCHYARD_LLM_PROVIDER", "openai")
-    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.url)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-secret")
-    monkeypatch.setenv("SWITCHYARD_LLM_MODEL", MODEL)
-    get_settings.cache_clear()
-    reset_client()
-    yield fake_openai
-    monkeypatch.undo()
+    with settings_from(monkeypatch, {
+            "SWITCHYARD_LLM_PROVIDER": "openai", "OPENAI_BASE_URL": fake_openai.url,
+            "OPENAI_API_KEY": "sk-openai-secret", "SWITCHYARD_LLM_MODEL": MODEL}):
+        yield fake_openai
 
 
 class Ask(BaseModel):

@@ -16,12 +16,12 @@ from app.http.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
 from tasks.engine.registry import JobType, register
-from tasks.services.llm import get_client, reset_client
+from tasks.services.llm import get_client
 from tasks.services.llm.flow import call_llm
 from tasks.services.llm.types import LLMRequest
 from tasks.settings import get_settings
 from tests.integration.jobdb import new_job, tuples, wait_for
-from tests.support.fake_openai import FakeOpenAI, fake_openai  # noqa: F401
+from tests.support.fake_openai import FakeOpenAI, fake_openai, settings_from  # noqa: F401
 
 
 class Nothing(BaseModel):
@@ -49,20 +49,14 @@ register(JobType("test.four_calls", Nothing, four_calls, max_attempts=1))
 def roles(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
     # The default: a self-hosted OpenAI-compatible server's model; planning asks a bigger
     # one there, building a faster one, and chat goes to the offline scripted provider
-    for name, value in {"SWITCHYARD_LLM_PROVIDER": "openai", "OPENAI_BASE_URL": fake_openai.url,
-                        "SWITCHYARD_LLM_MODEL": "qwen-7b", "SWITCHYARD_LLM_MODEL_PLAN": "qwen-72b",
-                        "SWITCHYARD_LLM_MODEL_BUILD": "qwen-14b",
-                        "SWITCHYARD_LLM_PROVIDER_CHAT": "scripted",
-                        # what a project may pick besides the operator's own models
-                        "SWITCHYARD_LLM_PROJECT_MODELS": "openai/qwen-coder-32b"}.items():
-        monkeypatch.setenv(name, value)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    get_settings.cache_clear()
-    reset_client()
-    yield fake_openai
-    monkeypatch.undo()
-    get_settings.cache_clear()
-    reset_client()
+    with settings_from(monkeypatch, {
+            "SWITCHYARD_LLM_PROVIDER": "openai", "OPENAI_BASE_URL": fake_openai.url,
+            "SWITCHYARD_LLM_MODEL": "qwen-7b", "SWITCHYARD_LLM_MODEL_PLAN": "qwen-72b",
+            "SWITCHYARD_LLM_MODEL_BUILD": "qwen-14b", "SWITCHYARD_LLM_PROVIDER_CHAT": "scripted",
+            # what a project may pick besides the operator's own models
+            "SWITCHYARD_LLM_PROJECT_MODELS": "openai/qwen-coder-32b"}):
+        yield fake_openai
 
 
 def test_each_role_gets_its_model_and_the_project_overrides_the_operator(worker, roles,

@@ -9,6 +9,7 @@ requests with a status and a retry-after header.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -209,3 +210,22 @@ def as_messages_body(body: dict[str, Any]) -> dict[str, Any]:
             turns.append({"role": "user", "content": m["content"]})
     tools = [{"name": t["function"]["name"]} for t in body.get("tools") or []]
     return {"system": system, "tools": tools, "messages": turns}
+
+
+@contextlib.contextmanager
+def settings_from(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> Iterator[None]:
+    """Settings and the LLM clients re-read from `env` (this process and its in-process
+    worker alike), and from the environment as it was afterwards."""
+    from tasks.services.llm import reset_client
+    from tasks.settings import get_settings
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    reset_client()
+    try:
+        yield
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+        reset_client()

@@ -24,6 +24,7 @@ from app.http.tokens import caller_for_digest, hash_token
 from app.http.web_sessions import SESSION_ID, caller_for_session
 from app.http.web_sessions import end as end_session
 from app.http.web_sessions import new_id as new_session_id
+from tasks.services.effects import policy
 from tasks.services.keys import derived_key
 from tasks.settings import get_settings
 
@@ -172,7 +173,7 @@ def sign_out():
 
 @bp.get("/projects/<pid>")
 def project_page(pid: str):
-    return page("project.html", project_id=pid)
+    return page("project.html", project_id=pid, effect_kinds=policy.choices(policy.operator()))
 
 
 @bp.get("/jobs/<jid>")

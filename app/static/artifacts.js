@@ -3,6 +3,7 @@
 import { api, h, $, fill, time, jobLink, empty, fail, debounce, busy, flash, short } from "./ui.js";
 import { addJob } from "./jobs_table.js";
 import { subscribe } from "./bus.js";
+import { panel } from "./sections.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 
@@ -48,6 +49,5 @@ submitter("#report-form", (f) => ({ job_type: "research.generate_report",
 submitter("#check-form", (f) => ({ job_type: "browser.check_page",
   payload: { url: f.url.value.trim() } }));
 
-const reload = debounce(() => load().catch(fail), 300);
+const reload = debounce(panel("files", load), 300);
 subscribe("artifact", (e) => { if (e.live) reload(); });
-load().catch(fail);

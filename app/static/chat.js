@@ -1,6 +1,7 @@
 /* The project page's chat pane: newest page first, older pages on demand; a reply streams in by
    its deltas and is replaced by the stored message once its job completes. */
 import { api, h, $, fill, empty, busy, fail } from "./ui.js";
+import { panel } from "./sections.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const CHAT_PAGE = 30;
@@ -17,13 +18,15 @@ function bubble(role, content, extra) {
 const chatOlder = $("#chat-older");
 const chatIds = new Set(); // messages shown, by id
 let chatNext = null; // the `before` of the next older page
+let loaded = false; // deltas before the first page are in it, or in a pending bubble it adds
 
 const stored = (m) => bubble(m.role, m.content, { dataset: { id: m.id, final: "true" } });
 
 /** The newest page: the pane's first fill, and later what it lacks (a stored reply takes
  * the place of its streamed bubble). Older pages, once shown, stay. */
-export async function loadChat() {
+async function loadChat() {
   const data = await api("GET", `/api/projects/${enc}/chat?limit=${CHAT_PAGE}`);
+  loaded = true;
   const first = chatIds.size === 0;
   if (first) {
     chatNext = data.next;
@@ -51,6 +54,8 @@ export async function loadChat() {
   chatLog.scrollTop = chatLog.scrollHeight;
 }
 
+panel("overview", loadChat);
+
 chatOlder.addEventListener("click", (ev) => busy(ev.currentTarget, async () => {
   const data = await api("GET", `/api/projects/${enc}/chat?limit=${CHAT_PAGE}&before=${encodeURIComponent(chatNext)}`);
   const fromBottom = chatLog.scrollHeight - chatLog.scrollTop;
@@ -76,7 +81,7 @@ function pendingBubble(jobId) {
 
 /** A reply's streamed text. */
 export function onDelta(e) {
-  if (settled.has(e.job_id)) return;
+  if (!loaded || settled.has(e.job_id)) return;
   let b = streaming.get(e.job_id);
   if (!b) {
     if (!e.live) return;

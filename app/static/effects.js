@@ -4,6 +4,7 @@ import { api, h, $, fill, time, badge, jobLink, pretty, empty, busy, flash, fail
 import { subscribe } from "./bus.js";
 import { touchesProject } from "./job_kinds.js";
 import { knownType } from "./jobs_table.js";
+import { panel } from "./sections.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const RECENT = 10;
@@ -59,7 +60,6 @@ async function load() {
       : "Nothing has left the building yet. Deploys, emails and other effects show here once approved."));
 }
 
-const reload = debounce(() => load().catch(fail), 500);
+const reload = debounce(panel("overview", load), 500);
 subscribe("job", ({ job }) => { if (touchesProject(job.job_type)) reload(); });
 subscribe("log", (e) => { if (e.live && touchesProject(knownType(e.job_id))) reload(); });
-load().catch(fail);

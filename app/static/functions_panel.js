@@ -5,6 +5,7 @@ import { api, h, $, fill, time, badge, jobLink, empty, busy, flash, fail, deboun
 import { versionButtons, pressVersion } from "./version_picker.js";
 import { subscribe } from "./bus.js";
 import { isKind } from "./job_kinds.js";
+import { panel } from "./sections.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const box = $("#functions");
@@ -12,7 +13,9 @@ const detail = $("#function-detail");
 let chosen = null; // { name, version } on show
 const fnUrl = (name) => `/api/projects/${enc}/functions/${encodeURIComponent(name)}`;
 
-export async function loadFunctions() {
+panel("functions", loadFunctions);
+
+async function loadFunctions() {
   const data = await api("GET", `/api/projects/${enc}/functions`);
   fill(box, data.items.length ? h("ul", { class: "rows" }, data.items.map((f) =>
     h("li", { class: "row function", dataset: { name: f.name } },

@@ -2,6 +2,7 @@
    recent decisions below. An approved action's execution job goes into the jobs table. */
 import { api, h, $, fill, time, badge, jobLink, pretty, empty, busy, flash, fail, debounce, short } from "./ui.js";
 import { addJob } from "./jobs_table.js";
+import { panel } from "./sections.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const approvalsBox = $("#approvals");
@@ -42,7 +43,7 @@ function decide(button, a, decision) {
   });
 }
 
-export async function loadApprovals() {
+async function loadApprovals() {
   const data = await api("GET", `/api/inbox?project_id=${enc}&status=all`);
   const pending = data.items.filter((a) => a.status === "pending");
   const decided = data.items.filter((a) => a.status !== "pending").slice(0, RECENT_DECISIONS);
@@ -53,4 +54,4 @@ export async function loadApprovals() {
     decided.length ? h("details", { class: "decided" }, h("summary", {}, `Recent decisions (${decided.length})`),
       h("div", { class: "approvals" }, decided.map(approvalCard))) : null);
 }
-export const refreshApprovals = debounce(() => loadApprovals().catch(fail), 400);
+export const refreshApprovals = debounce(panel("overview", loadApprovals), 400);

@@ -4,6 +4,7 @@
 import { api, h, $, fill, time, badge, jobLink, empty, fail, duration, between, breakable } from "./ui.js";
 import { publish } from "./bus.js";
 import { TERMINAL } from "./job_kinds.js";
+import { panel } from "./sections.js";
 
 const JOB_PAGE = 50;
 const enc = encodeURIComponent($("#project").dataset.projectId);
@@ -12,6 +13,8 @@ const offPage = new Set(); // jobs older than the table's last row: not fetched 
 const jobsBox = $("#jobs");
 const filter = $("#jobs-filter");
 let tbody = null;
+let listed = false; // the table is drawn once the Jobs section is first shown; until then a job
+                   // read for the other panels is only remembered
 
 function jobCells(job, tr) {
   const last = job.steps?.length ? job.steps[job.steps.length - 1] : null;
@@ -50,14 +53,14 @@ function rememberType(job) {
 function upsertRow(job) {
   const existing = rows.get(job.id);
   rememberType(job);
+  addJobType(job.job_type);
+  if (!listed) return;
   if (!existing && filter.value && job.status !== filter.value) return;
   ensureTable();
   const tr = existing ? existing.tr : h("tr", { dataset: { jobId: job.id } });
   tr.dataset.status = job.status;
   tr.replaceChildren(...jobCells(job, existing?.tr));
   rows.set(job.id, { job, tr });
-  rememberType(job);
-  addJobType(job.job_type);
   if (existing) return;
   const before = [...tbody.children].find((el) => el !== tr && newer(job, rows.get(el.dataset.jobId).job));
   tbody.insertBefore(tr, before || null); // past a full page's end: trimmed off at once
@@ -80,12 +83,13 @@ function ensureTable() {
     tbody)));
 }
 
-export async function loadJobs() {
+async function loadJobs() {
   const q = filter.value ? `&status=${encodeURIComponent(filter.value)}` : "";
   const data = await api("GET", `/api/projects/${enc}/jobs?limit=${JOB_PAGE}${q}`);
   rows.clear();
   offPage.clear();
   tbody = null;
+  listed = true;
   jobsBox.removeAttribute("aria-busy");
   if (!data.items.length) {
     fill(jobsBox, empty(filter.value ? `No ${filter.value} jobs.`
@@ -94,6 +98,7 @@ export async function loadJobs() {
   }
   for (const job of data.items) upsertRow(job);
 }
+panel("jobs", loadJobs);
 filter.addEventListener("change", () => loadJobs().catch(fail));
 
 // One GET per job at a time: events that come while it is out ask for one more after it,

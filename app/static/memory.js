@@ -1,9 +1,11 @@
 /* The project page's memory: what its agents wrote down as they worked. */
-import { api, h, $, clear, time, empty, fail, debounce } from "./ui.js";
+import { api, h, $, clear, time, empty, debounce } from "./ui.js";
+
+import { panel } from "./sections.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 
-export async function loadMemory() {
+async function loadMemory() {
   const data = await api("GET", `/api/projects/${enc}/memory`);
   const box = clear($("#memory"));
   if (!data.items.length) {
@@ -15,4 +17,4 @@ export async function loadMemory() {
       h("span", { class: "small" }, time(m.updated_at))),
     h("dd", {}, m.content)])));
 }
-export const refreshMemory = debounce(() => loadMemory().catch(fail), 800);
+export const refreshMemory = debounce(panel("memory", loadMemory), 800);

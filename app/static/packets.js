@@ -1,9 +1,10 @@
 /* The phase packets on the project page: what the agents found and propose, each proposed
    action with the state of its approval. */
-import { api, h, $, fill, time, badge, jobLink, pretty, empty, fail, debounce } from "./ui.js";
+import { api, h, $, fill, time, badge, jobLink, pretty, empty, debounce } from "./ui.js";
 import { subscribe } from "./bus.js";
 import { touchesProject } from "./job_kinds.js";
 import { knownType } from "./jobs_table.js";
+import { panel } from "./sections.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const PHASES = ["idea", "validation", "build", "launch", "growth"]; // tasks/startup/phases.py
@@ -39,8 +40,7 @@ async function load() {
     : empty("No packet yet. Press Launch: the agents research the project and write one, with actions for you to approve."));
 }
 
-const reload = debounce(() => load().catch(fail), 500);
+const reload = debounce(panel("overview", load), 500);
 // A decision enqueues its execution (a status event), a packet job ends with a log line.
 subscribe("job", ({ job }) => { if (touchesProject(job.job_type)) reload(); });
 subscribe("log", (e) => { if (e.live && touchesProject(knownType(e.job_id))) reload(); });
-load().catch(fail);

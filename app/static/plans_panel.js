@@ -3,13 +3,14 @@
 import { api, h, $, fill, time, badge, empty, busy, flash, fail, debounce, fields } from "./ui.js";
 import { subscribe } from "./bus.js";
 import { isKind } from "./job_kinds.js";
+import { panel } from "./sections.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const box = $("#plans");
 const form = $("#plan-form");
 const error = $("#plan-form-error");
 
-export async function loadPlans() {
+async function loadPlans() {
   const data = await api("GET", `/api/projects/${enc}/plans`);
   fill(box, data.items.length ? h("ul", { class: "rows" }, data.items.map((p) =>
     h("li", { class: "row plan", dataset: { planId: p.id, status: p.status } },
@@ -38,6 +39,6 @@ form.addEventListener("submit", (ev) => {
   });
 });
 
-const refresh = debounce(() => loadPlans().catch(fail), 600);
+const refresh = debounce(panel("plans", loadPlans), 600);
 // A plan's status moves with its jobs' (plan.generate, its tasks' agent.task): those are the cue.
 subscribe("job", ({ job }) => { if (isKind(job.job_type, "plan.", "agent.")) refresh(); });

@@ -1,21 +1,26 @@
-/* A project's page: its parts (one module each) loaded, then fed by the project's live stream. */
-import { h, $, fill, fail, stream } from "./ui.js";
+/* A project's page: its sections (sections.js) each load their panels when first shown, and the
+   project's live stream feeds them all through the bus. */
+import { h, $, fill, stream } from "./ui.js";
+import { start as startSections } from "./sections.js";
 import { loadProject, refreshProject } from "./project_header.js";
-import { loadJobs, onJobEvent, knownType } from "./jobs_table.js";
+import { onJobEvent, knownType } from "./jobs_table.js";
 import { TERMINAL, touchesProject } from "./job_kinds.js";
 import "./job_form.js";
 import "./code_task_form.js";
+import "./code_tasks.js";
 import { addToFeed } from "./feed.js";
-import { loadChat, onDelta, onChatJobEnd } from "./chat.js";
-import { loadApprovals, refreshApprovals } from "./inbox.js";
-import { loadMemory, refreshMemory } from "./memory.js";
+import { onDelta, onChatJobEnd } from "./chat.js";
+import { refreshApprovals } from "./inbox.js";
+import { refreshMemory } from "./memory.js";
 import "./packets.js";
 import "./effects.js";
 import "./artifacts.js";
-import { loadWorkflows } from "./workflows_panel.js";
+import "./workflows_panel.js";
 import "./workflow_save.js";
-import { loadPlans } from "./plans_panel.js";
-import { loadFunctions } from "./functions_panel.js";
+import "./plans_panel.js";
+import "./functions_panel.js";
+import "./project_settings.js";
+import "./secrets_panel.js";
 import { publish, subscribe } from "./bus.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
@@ -31,7 +36,8 @@ subscribe("delta", onDelta);
 for (const type of ["status", "step"]) subscribe(type, (e) => { if (e.job_id) onJobEvent(e); });
 subscribe("status", (e) => { if (e.job_id && TERMINAL.has(e.data?.status)) onChatJobEnd(e); });
 // The inbox, the memory and the head follow the jobs that touch the project (an approval is
-// proposed while a job runs or waits, memory written and the phase moved by the time it ends).
+// proposed while a job runs or waits, memory written and the phase moved by the time it ends);
+// a panel whose section is hidden only notes that it is stale.
 subscribe("job", ({ job }) => {
   if (!touchesProject(job.job_type)) return;
   refreshApprovals();
@@ -50,8 +56,7 @@ async function start() {
     $("#live").hidden = true;
     return;
   }
-  const loads = [loadJobs(), loadChat(), loadApprovals(), loadMemory(), loadWorkflows(), loadPlans(), loadFunctions()];
-  for (const r of await Promise.allSettled(loads)) if (r.status === "rejected") fail(r.reason);
+  startSections();
   // Opens TAIL events back, then goes live; after a dropped connection the stream resumes
   // from the last id it saw. Older events come a page at a time ("Older events").
   stream(`/api/projects/${enc}/events?tail=${TAIL}`, onEvent, $("#live"));

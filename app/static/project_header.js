@@ -1,12 +1,13 @@
 /* The project page's head: name, goal, phase, and the Launch button. */
 import { api, h, $, fill, time, busy, flash, debounce, short } from "./ui.js";
 import { addJob } from "./jobs_table.js";
+import { title } from "./sections.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 
 export async function loadProject() {
   const p = await api("GET", `/api/projects/${enc}`);
-  document.title = `${p.name} · Switchyard`;
+  title(`${p.name} · Switchyard`);
   $("#p-name").textContent = p.name;
   $("#p-goal").textContent = p.goal || "";
   fill($("#p-meta"), h("span", { class: "badge" }, p.phase || "idea"),

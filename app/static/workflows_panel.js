@@ -6,11 +6,13 @@ import { drawDag } from "./dag.js";
 import { versionButtons, pressVersion } from "./version_picker.js";
 import { subscribe } from "./bus.js";
 import { isKind } from "./job_kinds.js";
+import { panel } from "./sections.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const box = $("#workflows");
 const detail = $("#workflow-detail");
 let chosen = null; // { latestId, name, version, wid } of the version on show
+panel("plans", loadWorkflows);
 
 export async function loadWorkflows() {
   const data = await api("GET", `/api/projects/${enc}/workflows`);

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.e2e.test_ui import Site, assert_same_document, mark_document, shoot, sign_in
+from tests.e2e.test_ui import (
+    Site,
+    assert_same_document,
+    mark_document,
+    open_section,
+    shoot,
+    sign_in,
+)
 
 try:
     from playwright.sync_api import Page, expect
@@ -22,6 +29,7 @@ __all__ = [
     "expect",
     "mark_document",
     "node",
+    "open_section",
     "shoot",
     "sign_in",
 ]

@@ -26,6 +26,7 @@ from tests.e2e.test_ui import (  # noqa: F401 - `page` is a fixture, used by nam
     Site,
     assert_same_document,
     mark_document,
+    open_section,
     page,
     shoot,
     sign_in,
@@ -326,6 +327,7 @@ def test_the_code_task_form_shows_the_apis_refusal_then_starts_a_job_and_links_t
             if r.method == "POST" and "/api/" in r.url else None)
     page.goto(f"{site.base}/projects/{project}")
     expect(page.locator("#live")).to_have_attribute("data-state", "live")
+    open_section(page, "code")
     mark_document(page)
 
     # When a task is sent with a GitHub repository the API refuses
@@ -359,6 +361,9 @@ def test_the_code_task_form_shows_the_apis_refusal_then_starts_a_job_and_links_t
     expect(page.locator("#code-task-error")).to_be_hidden()
     expect(page.locator("#ct-github")).not_to_have_attribute("aria-invalid", "true")
     job_id = done.get_attribute("href").rsplit("/", 1)[-1]
+    task = page.locator(f"#code-tasks li[data-job-id='{job_id}']")  # the section's own list
+    expect(task.locator(".task")).to_have_text("Add a /health route that answers {\"ok\": true}")
+    open_section(page, "jobs")
     expect(page.locator(f"#jobs tr[data-job-id='{job_id}']")).to_be_visible()
     assert_same_document(page)
     stored = site.api("GET", f"/api/jobs/{job_id}")

@@ -45,7 +45,7 @@ def test_a_function_is_read_run_and_its_calls_and_replays_shown(site: Site, page
 
     # When the person reads its versions' code on the project page
     sign_in(page, site)
-    page.goto(f"{site.base}/projects/{project}")
+    page.goto(f"{site.base}/projects/{project}#functions")
     row = page.locator("#functions .function[data-name='outer']")
     expect(row.locator("button.version")).to_have_text(["v2", "v1"])
     row.locator("button.version[data-version='1']").click()

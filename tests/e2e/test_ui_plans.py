@@ -18,6 +18,7 @@ from tests.e2e.browser import (
     expect,
     mark_document,
     node,
+    open_section,
     shoot,
     sign_in,
 )
@@ -36,6 +37,7 @@ def test_a_goal_becomes_a_plan_edited_approved_and_run_live(site: Site, page: Pa
     project = site.project("Almanac")
     sign_in(page, site)
     page.goto(f"{site.base}/projects/{project}")
+    open_section(page, "plans")
     page.fill("#pl-name-in", "Launch week")
     page.fill("#pl-goal-in", "Announce the almanac to amateur astronomers")
     page.click("#plan-form button[type=submit]")

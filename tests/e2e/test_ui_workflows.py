@@ -51,7 +51,7 @@ def test_a_workflow_run_from_the_project_page_draws_its_dag_and_follows_it_live(
 
     # When the person opens the project page and picks version 1, then version 2
     sign_in(page, site)
-    page.goto(f"{site.base}/projects/{project}")
+    page.goto(f"{site.base}/projects/{project}#plans")
     row = page.locator("#workflows .workflow[data-name='nightly']")
     expect(row.locator("button.version")).to_have_text(["v2", "v1"])
     row.locator("button.version[data-version='1']").click()
@@ -165,7 +165,7 @@ def test_a_workflow_is_saved_from_the_project_page_and_a_bad_one_names_its_probl
         site: Site, page: Page) -> None:
     project = site.project("Saved from the page")
     sign_in(page, site)
-    page.goto(f"{site.base}/projects/{project}")
+    page.goto(f"{site.base}/projects/{project}#plans")
     expect(page.locator("#workflows .empty")).to_be_visible()
     page.locator("#workflow-new summary").click()
     # A cycle and an unknown job type: every problem listed, nothing saved

@@ -161,6 +161,15 @@ def check_permitted(settings: Any, action_type: str,
     return policy
 
 
+def choices(operator: Operator) -> dict[str, dict[str, Any]]:
+    """Per kind, what a project's settings page offers: whether the operator allows it at all,
+    the project default when unset, and the daily ceiling a cap may not pass."""
+    return {kind: {"offered": kind in operator.allowed, "default_allowed": policy.allowed,
+                   "default_cap": min(policy.cap_per_day, operator.ceilings[kind]),
+                   "ceiling": operator.ceilings[kind]}
+            for kind, policy in DEFAULTS.items()}
+
+
 def operator() -> Operator:
     """What the operator lets any tenant do (SWITCHYARD_EFFECTS_ALLOWED, _EFFECT_CAP_CEILINGS)."""
     s = get_settings()

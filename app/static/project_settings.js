@@ -1,0 +1,113 @@
+/* The Settings section: the project's name, goal, night shift, time zone and contact; its model
+   budgets; which effects it may perform and how many a day. Each form sends only its own part
+   as a merge patch (PATCH /api/projects/<pid>: an emptied field is null, which clears it); a
+   refusal (422) shows the API's message beside the form and changes nothing. */
+import { api, h, $, fill, busy, flash } from "./ui.js";
+import { panel } from "./sections.js";
+import { refreshProject } from "./project_header.js";
+
+const root = $("#project");
+const enc = encodeURIComponent(root.dataset.projectId);
+// Per effect kind: offered (the operator allows it at all), default_allowed, default_cap, ceiling
+// (tasks.services.effects.policy.choices, rendered into the page).
+const KINDS = JSON.parse(root.dataset.effectKinds || "{}");
+const KIND_NAMES = { email: "Email", deploy_hook: "Deploy hook", github_dispatch: "GitHub dispatch",
+  ad_campaign: "Ad campaign" };
+let project = null;
+
+const text = (input) => input.value.trim() || null;
+const number = (input) => (input.value === "" ? null : Number(input.value));
+
+function zones() {
+  const list = $("#st-zones");
+  if (list.children.length || !Intl.supportedValuesOf) return;
+  list.append(...Intl.supportedValuesOf("timeZone").map((z) => h("option", { value: z })));
+}
+
+function permissionRow(kind, settings) {
+  const k = KINDS[kind];
+  const allowed = settings.permissions?.[kind] ?? k.default_allowed;
+  const cap = settings.caps?.[`${kind}_per_day`];
+  return h("tr", { dataset: { kind } },
+    h("th", { scope: "row" }, KIND_NAMES[kind] || kind,
+      k.offered ? null : h("div", { class: "muted small" }, "not offered on this server")),
+    h("td", {}, h("input", { type: "checkbox", name: `allow-${kind}`, "aria-label": `Allow ${KIND_NAMES[kind] || kind}`,
+      checked: k.offered && allowed, disabled: !k.offered })),
+    h("td", {}, h("input", { type: "number", name: `cap-${kind}`, min: 0, max: k.ceiling, step: 1,
+      inputmode: "numeric", value: cap ?? "", placeholder: String(k.default_cap),
+      "aria-label": `${KIND_NAMES[kind] || kind} a day at most (default ${k.default_cap}, at most ${k.ceiling})`,
+      disabled: !k.offered })));
+}
+
+async function load() {
+  project = await api("GET", `/api/projects/${enc}`);
+  const s = project.settings || {};
+  const f = $("#settings-form").elements;
+  f.name.value = project.name;
+  f.goal.value = project.goal || "";
+  f.night_shift.checked = project.night_shift;
+  f.timezone.value = s.timezone || "";
+  f.contact_email.value = s.contact_email || "";
+  zones();
+  const b = $("#budgets-form").elements;
+  b.llm_daily_token_budget.value = s.llm_daily_token_budget ?? "";
+  b.llm_daily_usd_budget.value = s.llm_daily_usd_budget ?? "";
+  fill($("#permissions-rows"), Object.keys(KINDS).map((kind) => permissionRow(kind, s)));
+  const p = $("#permissions-form").elements;
+  p.deploy_hook_url.value = s.deploy_hook_url || "";
+  p.github_repo.value = s.github_repo || "";
+}
+
+/** What the permissions form changes: a kind's switch only where it differs from what holds
+    now (so an untouched default stays a default), every cap (empty: back to the default). */
+function permissionsPatch(form) {
+  const s = project.settings || {};
+  const permissions = {};
+  const caps = {};
+  for (const [kind, k] of Object.entries(KINDS)) {
+    if (!k.offered) continue;
+    const checked = form.elements[`allow-${kind}`].checked;
+    if (checked !== (s.permissions?.[kind] ?? k.default_allowed)) permissions[kind] = checked;
+    caps[`${kind}_per_day`] = number(form.elements[`cap-${kind}`]);
+  }
+  return { permissions, caps, deploy_hook_url: text(form.elements.deploy_hook_url),
+    github_repo: text(form.elements.github_repo) };
+}
+
+const PATCHES = {
+  "#settings-form": (f) => ({ name: f.elements.name.value.trim(), goal: f.elements.goal.value.trim(),
+    night_shift: f.elements.night_shift.checked,
+    settings: { timezone: text(f.elements.timezone), contact_email: text(f.elements.contact_email) } }),
+  "#budgets-form": (f) => ({ settings: { llm_daily_token_budget: number(f.elements.llm_daily_token_budget),
+    llm_daily_usd_budget: number(f.elements.llm_daily_usd_budget) } }),
+  "#permissions-form": (f) => ({ settings: permissionsPatch(f) }),
+};
+
+/** The API's message and, under it, each field it names. */
+function showError(box, e) {
+  const fields = Object.entries(e.details?.fields || {});
+  fill(box, e.message, fields.length ? h("ul", {}, fields.map(([k, m]) => h("li", {}, h("code", {}, k), ": ", m))) : null);
+  box.hidden = false;
+}
+
+for (const [id, patch] of Object.entries(PATCHES)) {
+  const form = $(id);
+  const error = form.querySelector(".error");
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    error.hidden = true;
+    busy(form.querySelector("button[type=submit]"), async () => {
+      try {
+        await api("PATCH", `/api/projects/${enc}`, patch(form));
+      } catch (e) {
+        showError(error, e);
+        return;
+      }
+      flash("Saved.", "ok");
+      await load();
+      refreshProject();
+    });
+  });
+}
+
+panel("settings", load);

@@ -375,6 +375,7 @@ def test_the_code_task_form_shows_the_apis_refusal_then_starts_a_job_and_links_t
     # The form posts to the code-tasks route; where this branch has none yet (it lands in its
     # own change), the page sends the same payload through the generic jobs API.
     assert posted[0] == f"/api/projects/{project}/code-tasks", posted
+    page.go_back()  # to the Code section, where the form's link is
     done.click()
     expect(page.locator("#j-type")).to_have_text("code.run_task")
     expect(page.locator("#coding")).to_be_visible()

@@ -317,6 +317,11 @@ def check_ui_sign_in_launch_packet(api: Api, deadline: float, args: argparse.Nam
             packet = page.locator("#packets .packet").first
             expect(packet).to_be_visible(timeout=left())
             title = packet.locator(".packet-title").inner_text(timeout=left())
+            # The sections: the launch's job in Jobs, and Settings reached by its link
+            page.click("#sections a[data-section=jobs]", timeout=left())
+            expect(page.locator("#jobs tr[data-job-id]").first).to_be_visible(timeout=left())
+            page.goto(page.url.split("#")[0] + "#settings", timeout=left())
+            expect(page.locator("#st-name")).to_have_value("From the browser", timeout=left())
             if args.shots:
                 Path(args.shots).mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(Path(args.shots) / "first-run-packet.png"),
@@ -340,7 +345,8 @@ CHECKS: list[tuple[str, Callable[[Api, float, argparse.Namespace], str], float]]
     ("workflow with a condition", check_workflow_condition, 90),
     ("plan with auto_approve", check_plan_auto_approve, 150),
     ("function run", check_function_run, 60),
-    ("UI in Chromium: sign in, Launch, the packet", check_ui_sign_in_launch_packet, 120),
+    ("UI in Chromium: sign in, Launch, the packet, the sections", check_ui_sign_in_launch_packet,
+     120),
 ]
 
 

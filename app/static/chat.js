@@ -18,7 +18,11 @@ function bubble(role, content, extra) {
 const chatOlder = $("#chat-older");
 const chatIds = new Set(); // messages shown, by id
 let chatNext = null; // the `before` of the next older page
-let loaded = false; // deltas before the first page are in it, or in a pending bubble it adds
+let loaded = false;
+// Deltas that come before the first page (the stream opens at once, and on another section
+// the chat loads only when the Overview is shown): held, then played once the page is in.
+const early = [];
+const EARLY_MAX = 2000;
 
 const stored = (m) => bubble(m.role, m.content, { dataset: { id: m.id, final: "true" } });
 
@@ -26,7 +30,6 @@ const stored = (m) => bubble(m.role, m.content, { dataset: { id: m.id, final: "t
  * the place of its streamed bubble). Older pages, once shown, stay. */
 async function loadChat() {
   const data = await api("GET", `/api/projects/${enc}/chat?limit=${CHAT_PAGE}`);
-  loaded = true;
   const first = chatIds.size === 0;
   if (first) {
     chatNext = data.next;
@@ -52,6 +55,10 @@ async function loadChat() {
   }
   if (!chatIds.size) fill(chatLog, empty("Ask anything about the project. Replies stream in as they are written."));
   chatLog.scrollTop = chatLog.scrollHeight;
+  if (!loaded) {
+    loaded = true;
+    for (const e of early.splice(0)) onDelta(e);
+  }
 }
 
 panel("overview", loadChat);
@@ -81,7 +88,11 @@ function pendingBubble(jobId) {
 
 /** A reply's streamed text. */
 export function onDelta(e) {
-  if (!loaded || settled.has(e.job_id)) return;
+  if (!loaded) {
+    if (early.length < EARLY_MAX) early.push(e);
+    return;
+  }
+  if (settled.has(e.job_id)) return;
   let b = streaming.get(e.job_id);
   if (!b) {
     if (!e.live) return;

@@ -15,6 +15,9 @@ const filter = $("#jobs-filter");
 let tbody = null;
 let listed = false; // the table is drawn once the Jobs section is first shown; until then a job
                    // read for the other panels is only remembered
+// Jobs read while the list is out: its answer may be older than theirs, so they are read again
+// once it is in (else a row could stay at the status before its last event).
+let readDuring = null;
 
 function jobCells(job, tr) {
   const last = job.steps?.length ? job.steps[job.steps.length - 1] : null;
@@ -54,6 +57,7 @@ function upsertRow(job) {
   const existing = rows.get(job.id);
   rememberType(job);
   addJobType(job.job_type);
+  readDuring?.add(job.id);
   if (!listed) return;
   if (!existing && filter.value && job.status !== filter.value) return;
   ensureTable();
@@ -85,7 +89,13 @@ function ensureTable() {
 
 async function loadJobs() {
   const q = filter.value ? `&status=${encodeURIComponent(filter.value)}` : "";
-  const data = await api("GET", `/api/projects/${enc}/jobs?limit=${JOB_PAGE}${q}`);
+  const during = (readDuring = new Set());
+  let data;
+  try {
+    data = await api("GET", `/api/projects/${enc}/jobs?limit=${JOB_PAGE}${q}`);
+  } finally {
+    readDuring = null;
+  }
   rows.clear();
   offPage.clear();
   tbody = null;
@@ -94,12 +104,11 @@ async function loadJobs() {
   if (!data.items.length) {
     fill(jobsBox, empty(filter.value ? `No ${filter.value} jobs.`
       : "No jobs yet. Submit one below, or press Launch."));
-    return;
   }
   for (const job of data.items) upsertRow(job);
+  for (const id of during) refreshJob(id);
 }
-panel("jobs", loadJobs);
-filter.addEventListener("change", () => loadJobs().catch(fail));
+filter.addEventListener("change", panel("jobs", loadJobs)); // one list read at a time
 
 // One GET per job at a time: events that come while it is out ask for one more after it,
 // so the row ends at the state of the last event, and a burst costs at most two.

@@ -16,7 +16,22 @@ const KIND_NAMES = { email: "Email", deploy_hook: "Deploy hook", github_dispatch
 let project = null;
 
 const text = (input) => input.value.trim() || null;
-const number = (input) => (input.value === "" ? null : Number(input.value));
+/** An emptied number field is null (the setting is cleared); one the browser cannot read
+    ("1,000", "10k") or past what JSON holds is refused before anything is sent, never sent as
+    null (the forms say novalidate so that otherwise the API's own words are shown). */
+function number(input) {
+  if (input.validity.badInput || (input.value !== "" && !Number.isFinite(Number(input.value)))) {
+    const name = input.labels?.[0]?.textContent.trim() || input.getAttribute("aria-label") || input.name;
+    throw new Error(`${name}: not a number`);
+  }
+  return input.value === "" ? null : Number(input.value);
+}
+
+/** `fields` with what already holds left out (another tab's or job's change since this page
+    read the project is not overwritten by a form that did not touch it). */
+function changed(fields, now) {
+  return Object.fromEntries(Object.entries(fields).filter(([k, v]) => v !== (now[k] ?? null)));
+}
 
 function zones() {
   const list = $("#st-zones");
@@ -39,27 +54,42 @@ function permissionRow(kind, settings) {
       disabled: !k.offered })));
 }
 
-async function load() {
-  project = await api("GET", `/api/projects/${enc}`);
-  const s = project.settings || {};
-  const f = $("#settings-form").elements;
-  f.name.value = project.name;
-  f.goal.value = project.goal || "";
-  f.night_shift.checked = project.night_shift;
-  f.timezone.value = s.timezone || "";
-  f.contact_email.value = s.contact_email || "";
-  zones();
-  const b = $("#budgets-form").elements;
-  b.llm_daily_token_budget.value = s.llm_daily_token_budget ?? "";
-  b.llm_daily_usd_budget.value = s.llm_daily_usd_budget ?? "";
-  fill($("#permissions-rows"), Object.keys(KINDS).map((kind) => permissionRow(kind, s)));
-  const p = $("#permissions-form").elements;
-  p.deploy_hook_url.value = s.deploy_hook_url || "";
-  p.github_repo.value = s.github_repo || "";
+const FILL = {
+  "#settings-form": (f, p, s) => {
+    f.name.value = p.name;
+    f.goal.value = p.goal || "";
+    f.night_shift.checked = p.night_shift;
+    f.timezone.value = s.timezone || "";
+    f.contact_email.value = s.contact_email || "";
+  },
+  "#budgets-form": (f, p, s) => {
+    f.llm_daily_token_budget.value = s.llm_daily_token_budget ?? "";
+    f.llm_daily_usd_budget.value = s.llm_daily_usd_budget ?? "";
+  },
+  "#permissions-form": (f, p, s) => {
+    fill($("#permissions-rows"), Object.keys(KINDS).map((kind) => permissionRow(kind, s)));
+    f.deploy_hook_url.value = s.deploy_hook_url || "";
+    f.github_repo.value = s.github_repo || "";
+  },
+};
+
+/** Fill `forms` from the project as stored, and let them be used. */
+function show(forms) {
+  for (const id of forms) {
+    const form = $(id);
+    FILL[id](form.elements, project, project.settings || {});
+    form.querySelector("fieldset").disabled = false;
+  }
 }
 
-/** What the permissions form changes: a kind's switch only where it differs from what holds
-    now (so an untouched default stays a default), every cap (empty: back to the default). */
+async function load() {
+  project = await api("GET", `/api/projects/${enc}`);
+  zones();
+  show(Object.keys(FILL));
+}
+
+/** What the permissions form changes: a kind's switch or cap only where it differs from what
+    holds now (so an untouched default stays a default; an emptied cap goes back to it). */
 function permissionsPatch(form) {
   const s = project.settings || {};
   const permissions = {};
@@ -70,16 +100,22 @@ function permissionsPatch(form) {
     if (checked !== (s.permissions?.[kind] ?? k.default_allowed)) permissions[kind] = checked;
     caps[`${kind}_per_day`] = number(form.elements[`cap-${kind}`]);
   }
-  return { permissions, caps, deploy_hook_url: text(form.elements.deploy_hook_url),
-    github_repo: text(form.elements.github_repo) };
+  return { permissions, caps: changed(caps, s.caps || {}),
+    ...changed({ deploy_hook_url: text(form.elements.deploy_hook_url),
+      github_repo: text(form.elements.github_repo) }, s) };
 }
 
 const PATCHES = {
-  "#settings-form": (f) => ({ name: f.elements.name.value.trim(), goal: f.elements.goal.value.trim(),
-    night_shift: f.elements.night_shift.checked,
-    settings: { timezone: text(f.elements.timezone), contact_email: text(f.elements.contact_email) } }),
-  "#budgets-form": (f) => ({ settings: { llm_daily_token_budget: number(f.elements.llm_daily_token_budget),
-    llm_daily_usd_budget: number(f.elements.llm_daily_usd_budget) } }),
+  "#settings-form": (f) => {
+    const e = f.elements;
+    return { ...changed({ name: e.name.value.trim(), goal: e.goal.value.trim(),
+      night_shift: e.night_shift.checked }, { ...project, goal: project.goal ?? "" }),
+    settings: changed({ timezone: text(e.timezone), contact_email: text(e.contact_email) },
+      project.settings || {}) };
+  },
+  "#budgets-form": (f) => ({ settings: changed({
+    llm_daily_token_budget: number(f.elements.llm_daily_token_budget),
+    llm_daily_usd_budget: number(f.elements.llm_daily_usd_budget) }, project.settings || {}) }),
   "#permissions-form": (f) => ({ settings: permissionsPatch(f) }),
 };
 
@@ -98,16 +134,17 @@ for (const [id, patch] of Object.entries(PATCHES)) {
     error.hidden = true;
     busy(form.querySelector("button[type=submit]"), async () => {
       try {
-        await api("PATCH", `/api/projects/${enc}`, patch(form));
+        project = await api("PATCH", `/api/projects/${enc}`, patch(form));
       } catch (e) {
         showError(error, e);
         return;
       }
       flash("Saved.", "ok");
-      await load();
+      show([id]); // as stored; the other forms keep what is typed in them
       refreshProject();
     });
   });
 }
 
-panel("settings", load);
+// Read again each time the section is shown: the forms start from what is stored now.
+panel("settings", load, { everyShow: true });

@@ -29,6 +29,12 @@ form.addEventListener("submit", (ev) => {
   ev.preventDefault();
   error.hidden = true;
   const name = form.elements.name.value.trim();
+  if (!form.elements.name.checkValidity() || !form.elements.value.value) {
+    error.textContent = !form.elements.value.value ? "Give the secret a value."
+      : `${form.elements.name.title}: “${name}” is not a secret's name.`;
+    error.hidden = false;
+    return;
+  }
   busy(form.querySelector("button[type=submit]"), async () => {
     try {
       await api("PUT", url(name), { value: form.elements.value.value });

@@ -21,28 +21,47 @@ const retitle = () => { document.title = current ? `${label(current)} · ${base}
 /** The page's title without the section ("Launch week · Switchyard"). */
 export function title(text) { base = text; retitle(); }
 
-function run(p) {
-  p.loaded = true;
-  p.stale = false;
-  return Promise.resolve().then(p.load).catch(fail);
+/** One load of a panel at a time: a refresh while one is out asks for one more after it (an
+    older answer never lands over a newer one); a load that fails leaves the panel to load
+    again when it is next refreshed or shown. */
+async function run(p) {
+  if (p.running) { p.again = true; return; }
+  p.running = true;
+  try {
+    do {
+      p.again = false;
+      p.stale = false;
+      try {
+        await p.load();
+        p.loaded = true;
+      } catch (e) {
+        p.loaded = false;
+        fail(e);
+      }
+    } while (p.again);
+  } finally {
+    p.running = false;
+  }
 }
 
 /** Register `load` (async, fills its panel) under `section`; returns refresh(): reload now if
-    the section is shown, else when it next is. */
-export function panel(section, load) {
+    the section is shown, else when it next is. `everyShow`: load each time the section is
+    shown (a form that must start from what is stored now, not from its last visit). */
+export function panel(section, load, { everyShow = false } = {}) {
   if (!panels.has(section)) throw new Error(`no section ${section}`);
-  const p = { load, loaded: false, stale: false };
+  const p = { load, everyShow, loaded: false, stale: false, running: false, again: false };
   panels.get(section).push(p);
   if (current === section) run(p);
   return () => {
-    if (current === section) return run(p);
-    if (p.loaded) p.stale = true;
-    return undefined;
+    if (current === section) run(p);
+    else if (p.loaded) p.stale = true;
   };
 }
 
-/** The section a hash names ("#jobs"), or the default one. */
-const named = (hash) => (NAMES.includes(hash.slice(1)) ? hash.slice(1) : DEFAULT);
+/** The section a hash names ("#jobs"); no hash is the default one; another hash (the skip
+    link's #main) names none, and the section shown stays. */
+const named = (hash) => (!hash ? DEFAULT : NAMES.includes(hash.slice(1)) ? hash.slice(1) : null);
+const follow = () => { const name = named(location.hash); if (name) show(name); };
 
 /** Show `name`'s section and load what it shows that is not loaded or is stale. */
 export function show(name) {
@@ -55,7 +74,7 @@ export function show(name) {
     else a.removeAttribute("aria-current");
   }
   retitle();
-  for (const p of panels.get(name)) if (!p.loaded || p.stale) run(p);
+  for (const p of panels.get(name)) if (!p.loaded || p.stale || p.everyShow) run(p);
 }
 
 /** The section shown now (null before start). */
@@ -72,7 +91,7 @@ export function start() {
     if (location.hash !== `#${a.dataset.section}`) history.pushState(null, "", `#${a.dataset.section}`);
     show(a.dataset.section);
   });
-  window.addEventListener("popstate", () => show(named(location.hash)));
-  window.addEventListener("hashchange", () => show(named(location.hash)));
-  show(named(location.hash));
+  window.addEventListener("popstate", follow);
+  window.addEventListener("hashchange", follow);
+  show(named(location.hash) || DEFAULT);
 }

@@ -385,6 +385,46 @@ def test_monitor_queues_workers_and_failed_jobs(site: Site, page: Page) -> None:
     assert status(later) == "canceled"
 
 
+def _asked(project: str, question: str) -> str:
+    """A question in the chat whose reply job is parked (never dispatched): its id."""
+    reply_job, message = str(uuid.uuid4()), str(uuid.uuid4())
+    pg.execute("INSERT INTO agent_jobs (id, project_id, job_type, status, payload, "
+               "idempotency_key, run_after) VALUES (%s, %s, 'chat.reply', 'queued', "
+               "jsonb_build_object('message_id', %s::text), %s, %s)",
+               (reply_job, project, message, f"chat:{project}:{message}", FUTURE))
+    pg.execute("INSERT INTO chat_messages (id, project_id, role, content, job_id) "
+               "VALUES (%s, %s, 'user', %s, %s)", (message, project, question, reply_job))
+    return reply_job
+
+
+def _delta(project: str, reply_job: str, text: str) -> None:
+    """A piece of the reply, as the chat job streams it."""
+    pg.execute("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
+               "VALUES (%s, %s, 'delta', %s, jsonb_build_object('text', %s::text))",
+               (reply_job, project, text, text))
+
+
+def test_a_reply_streamed_while_the_chat_was_hidden_reads_whole_when_it_is_opened(
+        short_streams_site: Site, page: Page) -> None:
+    site = short_streams_site
+    project = site.project("Hidden chat")
+    reply_job = _asked(project, "Anyone there?")
+    sign_in(page, site)
+    # Given the page open on its Jobs section (the chat, in the Overview, not loaded)
+    page.goto(f"{site.base}/projects/{project}#jobs")
+    expect(page.locator("#live")).to_have_attribute("data-state", "live")
+    # When the reply starts streaming, then the Overview is opened
+    _delta(project, reply_job, "Hello ")
+    _delta(project, reply_job, "from ")
+    page.wait_for_timeout(1500)
+    open_section(page, "overview")
+    # Then the bubble holds what streamed while it was hidden, and goes on live
+    bubble = page.locator(f"#chat-log .msg.streaming[data-job-id='{reply_job}'] .text")
+    expect(bubble).to_have_text("Hello from ")
+    _delta(project, reply_job, "the overview.")
+    expect(bubble).to_have_text("Hello from the overview.")
+
+
 def _feed_ids(page: Page) -> list[int]:
     return [int(i) for i in page.eval_on_selector_all(
         "#feed li[data-event-id]", "els => els.map((el) => el.dataset.eventId)")]
@@ -405,13 +445,7 @@ def test_a_long_history_opens_at_a_recent_window_and_reconnects_send_nothing_twi
                "SELECT gen_random_uuid(), %s, CASE WHEN i %% 2 = 1 THEN 'user' ELSE 'assistant' "
                "END, 'old message ' || i, now() - interval '1 hour' + i * interval '1 second' "
                "FROM generate_series(1, 70) AS i", (project,))
-    reply_job, question = str(uuid.uuid4()), str(uuid.uuid4())
-    pg.execute("INSERT INTO agent_jobs (id, project_id, job_type, status, payload, "
-               "idempotency_key, run_after) VALUES (%s, %s, 'chat.reply', 'queued', "
-               "jsonb_build_object('message_id', %s::text), %s, %s)",
-               (reply_job, project, question, f"chat:{project}:{question}", FUTURE))
-    pg.execute("INSERT INTO chat_messages (id, project_id, role, content, job_id) "
-               "VALUES (%s, %s, 'user', 'Are we there yet?', %s)", (question, project, reply_job))
+    reply_job = _asked(project, "Are we there yet?")
     sign_in(page, site)
     page.goto(f"{site.base}/projects/{project}")
     page.evaluate("""() => (window.__states = []) && new MutationObserver(
@@ -445,9 +479,7 @@ def test_a_long_history_opens_at_a_recent_window_and_reconnects_send_nothing_twi
 
     # When the reply streams in across reconnects (each stream ends after 2 s)
     def delta(text: str) -> None:
-        pg.execute("INSERT INTO agent_job_events (job_id, project_id, type, message, data) "
-                   "VALUES (%s, %s, 'delta', %s, jsonb_build_object('text', %s::text))",
-                   (reply_job, project, text, text))
+        _delta(project, reply_job, text)
 
     bubble = page.locator(f"#chat-log .msg.streaming[data-job-id='{reply_job}'] .text")
     delta("Almost ")

@@ -85,11 +85,21 @@ def test_the_settings_section_saves_each_form_and_refuses_what_the_api_refuses(
     assert written["caps"] == {"email_per_day": 10}, written
     assert written["github_repo"] == "octo/lights"
 
+    # A change made elsewhere meanwhile is kept by a form that did not touch it, and the saved
+    # form shows what is stored
+    site.api("PATCH", f"/api/projects/{project}", {"settings": {"timezone": "Asia/Tokyo"}})
+    page.fill("#st-name", "Harbour lights, renamed")
+    save(page, "#settings-form")
+    expect(page.locator("#p-name")).to_have_text("Harbour lights, renamed")
+    assert settings_of(project)["timezone"] == "Asia/Tokyo"
+    expect(page.locator("#st-timezone")).to_have_value("Asia/Tokyo")
+
     # Secrets: set, listed by name, its value never on the page; a bad name refused; deleted
     page.fill("#sc-name", "Bad Name")
     page.fill("#sc-value", "x")
     page.click("#secret-form button[type=submit]")
     expect(page.locator("#secret-error")).to_contain_text("lowercase")
+    assert site.api("GET", f"/api/projects/{project}/secrets")["items"] == []
     page.fill("#sc-name", "resend_api_key")
     page.fill("#sc-value", "re_live_5f4dcc3b5aa765d61d8327deb882cf99")
     page.click("#secret-form button[type=submit]")
@@ -108,7 +118,7 @@ def test_the_settings_section_saves_each_form_and_refuses_what_the_api_refuses(
     # And a reload opens the same section, as saved
     page.reload()
     expect(page.locator("#section-settings")).to_be_visible()
-    expect(page.locator("#st-timezone")).to_have_value("Europe/Berlin")
+    expect(page.locator("#st-timezone")).to_have_value("Asia/Tokyo")
     expect(page.locator("input[name=allow-github_dispatch]")).to_be_checked()
 
 

@@ -155,6 +155,31 @@ class JobContext:
 
         return self.step(f"spawn:{job_type}:{n}", create)
 
+    def spawn_many(self, children: list[tuple[str, dict[str, Any]]]) -> list[str]:
+        """Enqueue several children as one step: one statement, one publishing connection
+        (tasks.engine.enqueue.enqueue_many). Each child keeps the key a spawn() at its
+        position would have (child:<parent>:<n>), so however a run recorded its spawns, one
+        or many at a time, each child is made once. A child refused (an unknown job type…)
+        fails the step, as spawn() would; the others stand and a retry finds them."""
+        from tasks.engine.enqueue import EnqueueRequest, enqueue_many
+
+        numbers = [self._next("spawn") for _ in children]
+        if not children:
+            return []
+
+        def create() -> list[str]:
+            made = enqueue_many([
+                EnqueueRequest(project_id=self.project_id, job_type=job_type, payload=payload,
+                               idempotency_key=f"child:{self.job_id}:{n}",
+                               parent_job_id=self.job_id)
+                for (job_type, payload), n in zip(children, numbers, strict=True)])
+            for outcome in made:
+                if isinstance(outcome, Exception):
+                    raise outcome
+            return [str(o.job_id) for o in made]  # type: ignore[union-attr]
+
+        return self.step(f"spawn_many:{numbers[0]}:{len(children)}", create)
+
     def wait(self, child_ids: list[str]) -> list[ChildOutcome]:
         """Return the children's outcomes once all are terminal; until then suspend the job."""
         params = {"ids": [str(c) for c in child_ids], "parent": self.job_id}

@@ -67,8 +67,9 @@ def drive(ctx: JobContext, nodes: list[Node], resolve: Resolve, *, key: str,
             states[name] = StepState(SKIPPED, error=why)
         for name, why in decision.fail.items():
             states[name] = StepState(FAILED, error=why)
-        for name in decision.open:
-            _open(ctx, key, by_name[name], states, resolve, title)
+        ready = {name: job for name in decision.open
+                 if (job := _open(ctx, key, by_name[name], states, resolve, title))}
+        _spawn(ctx, ready, states)
         if decision.stop is not None:
             _stop(ctx, key, rounds, states)
         ctx.step(f"{key}:mirror:{rounds}", lambda: _mirror(str(ctx.job_id), states, on_change))
@@ -85,9 +86,11 @@ def drive(ctx: JobContext, nodes: list[Node], resolve: Resolve, *, key: str,
 
 
 def _open(ctx: JobContext, key: str, node: Node, states: dict[str, StepState],
-          resolve: Resolve, title: Callable[[Node, dict[str, Any]], str]) -> None:
-    """Start the step, or ask for its approval. Its payload is resolved once, recorded, and
-    is what the approval shows and what runs: approving binds to exactly that payload."""
+          resolve: Resolve, title: Callable[[Node, dict[str, Any]], str]
+          ) -> dict[str, Any] | None:
+    """Resolve the step, or ask for its approval. Its payload is resolved once, recorded, and
+    is what the approval shows and what runs: approving binds to exactly that payload.
+    Returns the job to spawn with the round's others (`_spawn`), else None."""
     def resolved() -> dict[str, Any]:
         try:
             job_type, payload = resolve(node, states)
@@ -102,7 +105,7 @@ def _open(ctx: JobContext, key: str, node: Node, states: dict[str, StepState],
         job = ctx.step(f"{key}:resolve:{node.name}", resolved)
     if "error" in job:
         states[node.name] = StepState(FAILED, error=job["error"])
-        return
+        return None
     if node.requires_approval and approved is None:
         args = {"run_job_id": str(ctx.job_id), "step": node.name, **job}
         action = approvals.NewApproval(GATE_ACTION, title(node, job), args,
@@ -110,9 +113,25 @@ def _open(ctx: JobContext, key: str, node: Node, states: dict[str, StepState],
         approval = ctx.step(f"{key}:gate:{node.name}", lambda: str(
             approvals.create_approval(ctx.project_id, ctx.job_id, action, force_new=True)))
         states[node.name] = StepState(WAITING_APPROVAL, approval_id=approval)
+        return None
+    if (recorded := ctx.peek()) is not None and recorded.name.startswith("spawn:"):
+        # A run recorded before spawns were batched spawned each child right after resolving
+        # it, and replays the same way (the keys are the same either way: child:<run>:<n>).
+        _spawn(ctx, {node.name: job}, states, one_by_one=True)
+        return None
+    return job
+
+
+def _spawn(ctx: JobContext, ready: dict[str, dict[str, Any]], states: dict[str, StepState],
+           *, one_by_one: bool = False) -> None:
+    """Spawn the resolved steps' children as one recorded step: one statement and one
+    publish for the round's whole fan-out, not one of each per child."""
+    if not ready:
         return
-    child = ctx.spawn(job["job_type"], job["payload"])
-    states[node.name] = StepState(RUNNING, job_id=child, approval_id=approved)
+    jobs = [(job["job_type"], job["payload"]) for job in ready.values()]
+    children = [ctx.spawn(*jobs[0])] if one_by_one else ctx.spawn_many(jobs)
+    for name, child in zip(ready, children, strict=True):
+        states[name] = StepState(RUNNING, job_id=child, approval_id=states[name].approval_id)
 
 
 def _approved_job(approval_id: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import pytest
 
 from tasks.engine import pg
 from tests.conftest import wait_until
-from tests.integration.jobdb import tuple_row
+from tests.integration.jobdb import tuple_row, tuples
 from tests.integration.test_api_contract import Caller, alice, bob, client  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -205,3 +205,22 @@ def test_a_gate_that_expires_unswept_fails_its_step(alice: Caller) -> None:  # n
     rounds = pg.fetch_value("SELECT count(*) FROM job_steps WHERE job_id = %s "
                             "AND name LIKE 'run:observe:%%'", (jid,))
     assert rounds == 2, rounds  # one look before the gate, one after it expired
+
+
+def test_a_rounds_children_are_made_in_one_step_with_the_keys_a_spawn_each_would_have(
+        alice: Caller) -> None:  # noqa: F811
+    # Issue 26: internal fan-out through enqueue_many. Three steps open in the first round:
+    # one recorded step, one INSERT and one publish make their three children.
+    wid = save(alice, [{"name": n, "job_type": "system.canary", "payload": {"steps": 1}}
+                       for n in "abc"])
+    jid = start(alice, wid)
+    run = ended(alice, jid)
+    assert run["status"] == "completed", run
+    names = [r[0] for r in tuples("SELECT name FROM job_steps WHERE job_id = %s ORDER BY seq",
+                                  (jid,))]
+    assert [n for n in names if n.startswith("spawn")] == ["spawn_many:0:3"], names
+    keys = {n: pg.fetch_value("SELECT idempotency_key FROM agent_jobs WHERE id = %s",
+                              (run["steps"][n]["job_id"],)) for n in "abc"}
+    assert keys == {n: f"child:{jid}:{i}" for i, n in enumerate("abc")}, keys
+    assert pg.fetch_value("SELECT count(*) FROM agent_jobs WHERE parent_job_id = %s",
+                          (jid,)) == 3

@@ -16,6 +16,7 @@ function item(s) {
       await api("DELETE", url(s.name));
       flash(`Secret ${s.name} deleted.`, "ok");
       await load();
+      form.elements.name.focus(); // its button is gone: focus stays in the section
     }) }, "Delete"));
 }
 

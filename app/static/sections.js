@@ -90,6 +90,8 @@ export function start() {
     ev.preventDefault();
     if (location.hash !== `#${a.dataset.section}`) history.pushState(null, "", `#${a.dataset.section}`);
     show(a.dataset.section);
+    // A screen reader follows the reader into the section it opened, not back to the bar.
+    document.querySelector(`#section-${a.dataset.section}`).focus({ preventScroll: true });
   });
   window.addEventListener("popstate", follow);
   window.addEventListener("hashchange", follow);

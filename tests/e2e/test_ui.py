@@ -149,10 +149,11 @@ def sign_in(page: Page, site: Site, token: str | None = None) -> None:
 
 
 def open_section(page: Page, name: str) -> None:
-    """Open a section of the project page from its bar, as a person does: the section shows,
-    the bar marks it, and the address names it (so it can be linked to)."""
+    """Open a section of the project page from its bar, as a person does: the section shows
+    and has the focus, the bar marks it, and the address names it (so it can be linked to)."""
     page.click(f"#sections a[data-section='{name}']")
     expect(page.locator(f"#section-{name}")).to_be_visible()
+    expect(page.locator(f"#section-{name}")).to_be_focused()  # a screen reader follows
     expect(page.locator(f"#sections a[data-section='{name}']")).to_have_attribute(
         "aria-current", "page")
     assert page.url.endswith(f"#{name}"), page.url

@@ -170,6 +170,10 @@ class Settings:
     # "provider/model" pairs a project may choose for a role, besides the operator's own
     # (SWITCHYARD_LLM_PROJECT_MODELS): a tenant's choice is the operator's bill and limits.
     llm_project_models: tuple[str, ...] = ()
+    # A request's own trace context (traceparent, tracestate, baggage headers) continued by
+    # the web's spans: for callers the operator trusts, not tenants who could steer their
+    # jobs into any trace (SWITCHYARD_OTEL_TRUST_INCOMING; off: each request starts a trace).
+    otel_trust_incoming: bool = False
     # tasks.startup.schedules: the local hour (each project's `timezone`, UTC without one) the
     # daily schedules run at: digests, nudges, the night shift.
     daily_hour: int = 2
@@ -431,6 +435,7 @@ def get_settings() -> Settings:
         llm_role_models=_role_models(),
         llm_project_models=tuple(m.strip() for m in env_str(
             "SWITCHYARD_LLM_PROJECT_MODELS", "").split(",") if m.strip()),
+        otel_trust_incoming=env_bool("SWITCHYARD_OTEL_TRUST_INCOMING", False),
         # SWITCHYARD_DAILY_HOUR_UTC: its name before projects had time zones.
         daily_hour=min(23, env_int("SWITCHYARD_DAILY_HOUR",
                                    env_int("SWITCHYARD_DAILY_HOUR_UTC", 2))),

@@ -23,6 +23,8 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from tasks.settings import get_settings
+
 log = logging.getLogger(__name__)
 
 _state: dict[str, Any] = {"tracer": None, "provider": None}
@@ -105,6 +107,21 @@ def instrument_flask(app: Any) -> None:
         # The contact confirmation's query string is its credential: no span for it.
         FlaskInstrumentor().instrument_app(app, tracer_provider=_state["provider"],
                                            excluded_urls="/api/contact/confirm")
+        if not get_settings().otel_trust_incoming:
+            app.wsgi_app = _without_incoming_context(app.wsgi_app)  # outside the instrumentation
+
+
+INCOMING_CONTEXT = ("HTTP_TRACEPARENT", "HTTP_TRACESTATE", "HTTP_BAGGAGE")
+
+
+def _without_incoming_context(wsgi_app: Any) -> Any:
+    """A tenant's request may carry any trace context: left unread, its request starts a
+    trace of its own (and so do the jobs it enqueues), instead of joining one it names."""
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        for key in INCOMING_CONTEXT:
+            environ.pop(key, None)
+        return wsgi_app(environ, start_response)
+    return app
 
 
 def flush() -> None:

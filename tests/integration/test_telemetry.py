@@ -132,3 +132,39 @@ def test_an_effect_is_a_span_without_its_arguments(project, spans, fakes: Fakes)
     calls = [s for s in spans.get_finished_spans() if s.kind.name == "CLIENT"
              and ("http.url" in s.attributes or "url.full" in s.attributes)]
     assert calls and "/deploy/site" not in every
+
+
+CALLER_TRACE = 0x4BF92F3577B34DA6A3CE929D0E0E4736
+
+
+@pytest.mark.parametrize("trusted", [False, True], ids=["tenants", "trusted callers"])
+def test_a_callers_trace_context_is_continued_only_where_the_operator_trusts_callers(
+        db, spans, monkeypatch, trusted):
+    from tasks.settings import get_settings
+
+    monkeypatch.setenv("SWITCHYARD_OTEL_TRUST_INCOMING", str(trusted).lower())
+    get_settings.cache_clear()
+    try:
+        with session_scope(session_factory()) as s:
+            _, token = create_token(s, "caller")
+        client = create_app().test_client()
+        auth = {"Authorization": f"Bearer {token}",
+                "traceparent": f"00-{CALLER_TRACE:032x}-00f067aa0ba902b7-01"}
+        pid = client.post("/api/projects", headers=auth, json={"name": "Named trace"}).json["id"]
+        # When a caller enqueues a job naming a trace of its own
+        r = client.post(f"/api/projects/{pid}/jobs", headers=auth, json={
+            "job_type": "system.canary", "payload": {"steps": 1}, "run_after": FUTURE})
+        stored = tuples("SELECT traceparent FROM agent_jobs WHERE id = %s", (r.json["job_id"],))
+    finally:
+        monkeypatch.delenv("SWITCHYARD_OTEL_TRUST_INCOMING")
+        get_settings.cache_clear()
+    [request] = [s for s in spans.get_finished_spans()
+                 if s.kind.name == "SERVER" and "jobs" in s.name]
+    # Then by default (tenants) the request starts a trace of its own, and so does its job;
+    # an operator who trusts its callers (SWITCHYARD_OTEL_TRUST_INCOMING) continues theirs
+    assert (request.context.trace_id == CALLER_TRACE) is trusted
+    [(parent,)] = stored
+    assert parent.startswith(f"00-{request.context.trace_id:032x}-{request.context.span_id:016x}-")
+
+
+FUTURE = "2099-01-01T00:00:00+00:00"  # parked: never dispatched

@@ -57,6 +57,7 @@ SELECT id, project_id, job_type, status, payload, priority, max_attempts, timeou
 FROM agent_jobs WHERE id = %s
 """
 _STEPS = "SELECT seq, name, status FROM job_steps WHERE job_id = %s ORDER BY seq"
+_MADE = "SELECT id FROM agent_jobs WHERE project_id = %s AND idempotency_key = %s"
 # The copies keep the original's times: they say when the work was done.
 _COPY = """
 INSERT INTO job_steps (job_id, seq, name, status, output, error, attempts, started_at,
@@ -74,6 +75,12 @@ def rerun(job_id: uuid.UUID | str, from_step: str, payload: dict[str, Any] | Non
     original = pg.fetch_one_dict(_ORIGINAL, (str(job_id),))
     if original is None:  # the caller found it a moment ago: deleted since
         raise RerunRefused("not_finished", "the job is gone")
+    key = f"rerun:{original['id']}:{idempotency_key}" if idempotency_key else None
+    # A retried request answers its first rerun before any rule is asked again: the
+    # original may have moved since (retried, so no longer finished).
+    made = pg.fetch_one_dict(_MADE, (original["project_id"], key)) if key else None
+    if made is not None:
+        return Rerun(made["id"], 0, created=False)
     if original["status"] not in FINISHED:
         raise RerunRefused("not_finished", f"only a finished job can be rerun; this one is "
                            f"{original['status']}", {"status": original["status"]})
@@ -95,8 +102,7 @@ def rerun(job_id: uuid.UUID | str, from_step: str, payload: dict[str, Any] | Non
         payload=original["payload"] if payload is None else payload,
         priority=original["priority"], max_attempts=original["max_attempts"],
         timeout_seconds=original["timeout_seconds"],
-        idempotency_key=f"rerun:{original['id']}:{idempotency_key}" if idempotency_key
-        else None)
+        idempotency_key=key)
     with pg.transaction():
         job: Enqueued = enqueue(request, publish=False, public=public)
         if not job.created:  # the same key again: the rerun made then

@@ -110,6 +110,13 @@ def test_a_rerun_asked_again_with_its_key_answers_the_first(alice, worker):
     assert tuples("SELECT count(*) FROM agent_jobs WHERE rerun_of = %s", (done,)) == [(1,)]
     other = alice.post(f"/api/jobs/{done}/rerun", {"from_step": "step-2"})
     assert other.status_code == 202 and other.get_json()["job_id"] != first.get_json()["job_id"]
+    # Asked again once the original is no longer finished (retried): still the first answer
+    from tasks.engine import pg
+
+    pg.execute("UPDATE agent_jobs SET status = 'queued', run_after = %s WHERE id = %s",
+               ("2099-01-01T00:00:00+00:00", done))
+    late = alice.post(f"/api/jobs/{done}/rerun", body)
+    assert late.status_code == 200 and late.get_json()["job_id"] == first.get_json()["job_id"]
 
 
 def test_a_step_after_an_unfinished_one_cannot_be_the_start(alice, worker):

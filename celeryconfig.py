@@ -14,6 +14,9 @@ from tasks.startup.local_days import TICK_MINUTE
 _settings = get_settings()
 
 broker_url = _settings.broker_url
+if broker_url.startswith(("redis://", "rediss://")):
+    # One publishing client per channel, not one per message (tasks.engine.redis_transport).
+    broker_transport = "tasks.engine.redis_transport:Transport"
 broker_connection_retry_on_startup = True
 broker_pool_limit = env_int("CELERY_BROKER_POOL_LIMIT", 10)
 broker_transport_options = {

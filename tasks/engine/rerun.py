@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tasks.engine import pg
-from tasks.engine.enqueue import Enqueued, EnqueueRequest, enqueue
+from tasks.engine.enqueue import SELECT_BY_KEY, Enqueued, EnqueueRequest, enqueue
 from tasks.engine.errors import SwitchyardError
 
 FINISHED = ("completed", "failed", "canceled")
@@ -57,7 +57,6 @@ SELECT id, project_id, job_type, status, payload, priority, max_attempts, timeou
 FROM agent_jobs WHERE id = %s
 """
 _STEPS = "SELECT seq, name, status FROM job_steps WHERE job_id = %s ORDER BY seq"
-_MADE = "SELECT id FROM agent_jobs WHERE project_id = %s AND idempotency_key = %s"
 # The copies keep the original's times: they say when the work was done.
 _COPY = """
 INSERT INTO job_steps (job_id, seq, name, status, output, error, attempts, started_at,
@@ -78,7 +77,7 @@ def rerun(job_id: uuid.UUID | str, from_step: str, payload: dict[str, Any] | Non
     key = f"rerun:{original['id']}:{idempotency_key}" if idempotency_key else None
     # A retried request answers its first rerun before any rule is asked again: the
     # original may have moved since (retried, so no longer finished).
-    made = pg.fetch_one_dict(_MADE, (original["project_id"], key)) if key else None
+    made = pg.fetch_one_dict(SELECT_BY_KEY, (original["project_id"], key)) if key else None
     if made is not None:
         return Rerun(made["id"], 0, created=False)
     if original["status"] not in FINISHED:

@@ -117,19 +117,19 @@ def _open(ctx: JobContext, key: str, node: Node, states: dict[str, StepState],
     if (recorded := ctx.peek()) is not None and recorded.name.startswith("spawn:"):
         # A run recorded before spawns were batched spawned each child right after resolving
         # it, and replays the same way (the keys are the same either way: child:<run>:<n>).
-        _spawn(ctx, {node.name: job}, states, one_by_one=True)
+        child = ctx.spawn(job["job_type"], job["payload"])
+        states[node.name] = StepState(RUNNING, job_id=child, approval_id=approved)
         return None
     return job
 
 
-def _spawn(ctx: JobContext, ready: dict[str, dict[str, Any]], states: dict[str, StepState],
-           *, one_by_one: bool = False) -> None:
+def _spawn(ctx: JobContext, ready: dict[str, dict[str, Any]],
+           states: dict[str, StepState]) -> None:
     """Spawn the resolved steps' children as one recorded step: one statement and one
     publish for the round's whole fan-out, not one of each per child."""
     if not ready:
         return
-    jobs = [(job["job_type"], job["payload"]) for job in ready.values()]
-    children = [ctx.spawn(*jobs[0])] if one_by_one else ctx.spawn_many(jobs)
+    children = ctx.spawn_many([(job["job_type"], job["payload"]) for job in ready.values()])
     for name, child in zip(ready, children, strict=True):
         states[name] = StepState(RUNNING, job_id=child, approval_id=states[name].approval_id)
 

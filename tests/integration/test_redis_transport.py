@@ -23,7 +23,7 @@ def test_a_channel_publishes_with_one_client_and_a_new_one_after_its_pool_is_rep
         channel = conn.default_channel
         with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
             assert first is second
-        channel._pool = None  # as kombu leaves it after a lost connection
+        channel._disconnect_pools()  # what kombu does to a channel after a fork
         with channel.conn_or_acquire() as third:
             assert third is not first and third.connection_pool is channel.pool
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 
 from tasks.engine.queues import QUEUES
-from tests.e2e.procs import ROOT
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def compose_workers() -> list[list[str]]:

@@ -7,6 +7,7 @@ import { TERMINAL } from "./job_kinds.js";
 
 const enc = encodeURIComponent($("#job").dataset.jobId);
 let compared = null; // the original's id whose comparison is drawn
+let draws = 0; // comparisons asked for so far: only the last one asked draws
 // The form a person opened, kept across the timeline's redraws (each event redraws it).
 let open = null; // { step, text }
 
@@ -64,11 +65,14 @@ async function compare(job) {
   card.dataset.status = job.status;
   card.hidden = false;
   fill($("#rerun-of"), "A rerun of ", jobLink(job.rerun_of), ".");
+  const mine = ++draws; // a slower answer for an older read of the job must not draw over this
   let original;
   try { original = await api("GET", `/api/jobs/${encodeURIComponent(job.rerun_of)}`); } catch (e) {
+    if (mine !== draws) return;
     fill($("#rerun-table"), h("p", { class: "muted" }, `The original cannot be read: ${e.message}`));
     return;
   }
+  if (mine !== draws) return;
   const bySeq = (steps) => new Map((steps || []).map((s) => [s.seq, s]));
   const before = bySeq(original.steps), after = bySeq(job.steps);
   const seqs = [...new Set([...before.keys(), ...after.keys()])].sort((a, b) => a - b);

@@ -11,18 +11,40 @@ import uuid
 from typing import Any
 
 from tasks.celery_app import RUN_JOB, app
+from tasks.engine import redis_wakeup
 from tasks.engine.queues import broker_priority
 from tasks.settings import get_settings
 
 log = logging.getLogger(__name__)
 
 
+def _direct() -> bool:
+    """Due wake-ups go straight onto a Redis broker (tasks.engine.redis_wakeup)."""
+    return get_settings().broker_url.startswith(("redis://", "rediss://"))
+
+
+def _send_direct(wakeups: list[redis_wakeup.Wakeup]) -> bool:
+    """True if sent; False (after forgetting the publisher) to send through Celery instead."""
+    try:
+        redis_wakeup.publisher(app, RUN_JOB).send(wakeups)
+        return True
+    except Exception:
+        log.info("direct publish failed; sending through Celery",
+                 extra={"action": "publish_fallback"}, exc_info=True)
+        redis_wakeup.forget()
+        return False
+
+
 def dispatch(job_id: uuid.UUID | str, queue: str, priority: int,
              countdown: float | None = None, producer: Any = None) -> None:
+    broker_pri = broker_priority(priority, get_settings().broker_url)
+    due = not (countdown and countdown > 0)
+    if due and producer is None and _direct() and \
+            _send_direct([(str(job_id), queue, broker_pri)]):
+        return
     app.send_task(
-        RUN_JOB, args=(str(job_id),), queue=queue, routing_key=queue,
-        priority=broker_priority(priority, get_settings().broker_url),
-        countdown=countdown if countdown and countdown > 0 else None, producer=producer,
+        RUN_JOB, args=(str(job_id),), queue=queue, routing_key=queue, priority=broker_pri,
+        countdown=None if due else countdown, producer=producer,
     )
 
 
@@ -41,6 +63,12 @@ def dispatch_quietly(job_id: uuid.UUID | str, queue: str, priority: int,
 def dispatch_many(wakeups: list[tuple[uuid.UUID | str, str, int]]) -> int:
     """Publish many wake-ups over one producer (one broker connection); never fails the
     caller: a wake-up not sent is the dispatch sweep's. Returns how many went out."""
+    if not wakeups:
+        return 0
+    url = get_settings().broker_url
+    if _direct() and _send_direct([(str(job_id), queue, broker_priority(priority, url))
+                                   for job_id, queue, priority in wakeups]):
+        return len(wakeups)
     sent = 0
     try:
         with app.producer_or_acquire() as producer:

@@ -1,12 +1,13 @@
 """HTTP enqueue latency and SSE event-delivery latency against one web process, one run.
 
     python bench/http_latency.py [--rate 200] [--seconds 30] [--subscribers 100]
+                                 [--web-workers 1]
 
 Services come from DATABASE_URL / BROKER_URL, or are started embedded; the run gets
 its own database, migrated (bench.throughput.setup_services). It starts one gunicorn
-gthread web process (`switchyard web`'s command line, 150 threads, the per-token rate
-limit raised out of the way) and 2 `celery -P solo --prefetch-multiplier 64` workers, so
-every enqueued canary really runs.
+gthread web process (`--web-workers N`: N of them, their CPU summed; `switchyard web`'s
+command line, 150 threads, the per-token rate limit raised out of the way) and 2
+`celery -P solo --prefetch-multiplier 64` workers, so every enqueued canary really runs.
 
 (a) Enqueue: POST /api/projects/<pid>/jobs (1-step canaries) at a fixed rate, open
     loop: request i is due at t0 + i/rate whatever happened to earlier ones, client
@@ -58,8 +59,9 @@ CANARY = json.dumps({"job_type": "system.canary", "payload": {"steps": 1}}).enco
 
 # -- processes ---------------------------------------------------------------------------
 
-def start_web(stack: contextlib.ExitStack, logdir: Path) -> tuple[int, subprocess.Popen]:
-    """One gunicorn gthread process; returns (port, its master process)."""
+def start_web(stack: contextlib.ExitStack, logdir: Path,
+              workers: int = 1) -> tuple[int, subprocess.Popen]:
+    """gunicorn gthread, `workers` processes; returns (port, its master process)."""
     from app.ops.commands import web_command
     from app.ops.embedded import free_port
 
@@ -72,7 +74,7 @@ def start_web(stack: contextlib.ExitStack, logdir: Path) -> tuple[int, subproces
                SWITCHYARD_STREAMS_PER_PROCESS=str(WEB_THREADS - 20))
     log = open(logdir / "web.log", "w")  # noqa: SIM115 - closed with the stack
     stack.callback(log.close)
-    proc = subprocess.Popen(web_command(HOST, port, WEB_THREADS), cwd=ROOT, env=env,
+    proc = subprocess.Popen(web_command(HOST, port, WEB_THREADS, workers), cwd=ROOT, env=env,
                             stdout=log, stderr=subprocess.STDOUT)
 
     def stop() -> None:
@@ -441,6 +443,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32, help="client threads in (a)")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds at --rate first")
     parser.add_argument("--subscribers", type=int, default=100)
+    parser.add_argument("--web-workers", type=int, default=1,
+                        help="gunicorn processes (switchyard web --workers); CPU is their sum")
     parser.add_argument("--event-rate", type=float, default=20.0, help="jobs/s in (b)")
     parser.add_argument("--event-seconds", type=float, default=15.0)
     args = parser.parse_args()
@@ -465,10 +469,11 @@ def main() -> None:
         finally:
             tempfile.tempdir = None
         start_workers(stack, logdir, raw_workers=0, durable_workers=WORKERS)
-        port, web = start_web(stack, logdir)
+        port, web = start_web(stack, logdir, args.web_workers)
         web_pid = web.pid
         token = make_token()
-        print(f"web: gunicorn -k gthread -w 1 --threads {WEB_THREADS} (pid {web_pid}); "
+        print(f"web: gunicorn -k gthread -w {args.web_workers} --threads {WEB_THREADS} "
+              f"(pid {web_pid}); "
               f"workers: {WORKERS} x celery -P solo --prefetch-multiplier 64; "
               f"{' + '.join(services)}, own database; {os.cpu_count()} CPUs; logs in {logdir}",
               flush=True)

@@ -24,7 +24,11 @@ def _direct() -> bool:
 
 
 def _send_direct(wakeups: list[redis_wakeup.Wakeup]) -> bool:
-    """True if sent; False (after forgetting the publisher) to send through Celery instead."""
+    """True if sent; False (after forgetting the publisher) to send through Celery instead.
+
+    A pipeline cut midway may have delivered some of its wake-ups before the fallback sends
+    them all again: a second wake-up of a job is a duplicate delivery, which the claim
+    drops (no row matches), so nothing runs twice."""
     try:
         redis_wakeup.publisher(app, RUN_JOB).send(wakeups)
         return True

@@ -8,11 +8,11 @@ publishes the owner's next job). Here the same message is built directly and LPU
 the list kombu's Redis channel reads, with the channel's own client (its socket timeouts and
 keepalives) and its own key for the priority level; many go in one pipeline.
 
-Only for a wake-up that is due now on a redis:// broker; a countdown (an ETA in the
-headers), other brokers, and any error here go through `send_task`, so the worst this path
-can do is fall back. The message must stay what Celery sends: tests/unit/test_redis_wakeup.py
-compares it with Celery's own, field by field, and the integration suite's workers run every
-job from it.
+Only for a wake-up that is due now on a redis:// or rediss:// broker; a countdown (an ETA
+in the headers), other brokers, and any error here go through `send_task`, so the worst this
+path can do is fall back. The message must stay what Celery sends:
+tests/integration/test_redis_wakeup.py compares it with Celery's own, field by field, and the
+integration suite's workers run every job from it.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ def message(task: str, job_id: str, queue: str, priority: int, *, task_id: str, 
         "expires": None, "group": None, "group_index": None, "retries": 0,
         "timelimit": [None, None], "root_id": task_id, "parent_id": None,
         "argsrepr": repr((job_id,)), "kwargsrepr": "{}", "origin": origin,
+        # None, not False: send_task passes the unset option through as it is.
         "ignore_result": None, "replaced_task_nesting": 0, "stamped_headers": None,
         "stamps": {},
     }
@@ -67,6 +68,10 @@ class RedisWakeups:
         self.connection = app.connection_for_write()
         self.channel = self.connection.default_channel
         self.origin = anon_nodename()
+        # Make the channel's pool and client now, under publisher()'s lock: threads that
+        # raced to make them lazily would each make one.
+        with self.channel.conn_or_acquire():
+            pass
 
     def _entry(self, wakeup: Wakeup) -> tuple[str, str]:
         job_id, queue, priority = wakeup

@@ -61,12 +61,15 @@ WITH ins AS (
     INSERT INTO agent_jobs (id, project_id, job_type, agent_key, queue, priority, payload,
         idempotency_key, run_after, max_attempts, parent_job_id, concurrency_key,
         concurrency_limit, timeout_seconds, dispatched_at)
-    VALUES (%(id)s, %(project_id)s, %(job_type)s, %(agent_key)s, %(queue)s, %(priority)s,
+    SELECT %(id)s, %(project_id)s, %(job_type)s, %(agent_key)s, %(queue)s, %(priority)s,
         %(payload)s::jsonb, %(key)s, COALESCE(%(run_after)s::timestamptz, now()), %(max_attempts)s,
         %(parent)s::uuid, %(ckey)s::text, %(climit)s, %(timeout)s::int,
         CASE WHEN (%(run_after)s::timestamptz IS NULL OR %(run_after)s::timestamptz <= now())
                   AND {fair.publish_now("%(project_id)s::uuid")}
-             THEN now() END)
+             THEN now() END
+    -- A client's request names its owner: the project must be theirs (no row otherwise).
+    WHERE %(owner)s::uuid IS NULL OR EXISTS (
+        SELECT 1 FROM projects WHERE id = %(project_id)s::uuid AND owner_id = %(owner)s::uuid)
     ON CONFLICT (project_id, idempotency_key) DO NOTHING
     RETURNING id, project_id, dispatched_at IS NOT NULL AS due
 ), ev AS ({status_event("ins", lit("queued"), "NULL::text")}
@@ -146,18 +149,28 @@ def _prepare(req: EnqueueRequest, public: bool) -> dict[str, Any]:
     }
 
 
-def enqueue(req: EnqueueRequest, *, publish: bool = True, public: bool = False) -> Enqueued:
+OWNS_PROJECT = "SELECT 1 AS owned FROM projects WHERE id = %s AND owner_id = %s"
+
+
+def enqueue(req: EnqueueRequest, *, publish: bool = True, public: bool = False,
+            owner: uuid.UUID | None = None) -> Enqueued:
     """Create the job once per (project, key); publish its wake-up after the commit.
-    `public`: the request is a client's (validate(public=True))."""
-    params = _prepare(req, public) | {"cap": fair.cap()}
+    `public`: the request is a client's (validate(public=True)). `owner`: the caller, who
+    must own the project (else ProjectNotFound); checked by the INSERT itself, which saves
+    the hot path a round trip, or first when the job type's admission reads the project."""
+    if owner is not None and registry.get(req.job_type).admit is not None:
+        _require_owner(req.project_id, owner)
+    params = _prepare(req, public) | {"cap": fair.cap(), "owner": owner}
     key = params["key"]
     try:
         row = pg.fetch_one_dict(INSERT_JOB, params)
     except psycopg.errors.ForeignKeyViolation:
         raise ProjectNotFound() from None
     if row is None:
-        # Lost the race to a concurrent insert with the same key: read its row
-        # (a new statement, so a new snapshot that sees the winner's commit).
+        # Not the caller's project, or lost the race to a concurrent insert with the same
+        # key: read its row (a new statement, so a new snapshot that sees the winner's commit).
+        if owner is not None:
+            _require_owner(req.project_id, owner)
         row = pg.fetch_one_dict(SELECT_BY_KEY, (req.project_id, key))
         if row is None:
             raise RuntimeError(f"job with key {key!r} neither inserted nor found")
@@ -169,6 +182,11 @@ def enqueue(req: EnqueueRequest, *, publish: bool = True, public: bool = False) 
         dispatch_quietly(job_id, params["queue"], params["priority"])
     return Enqueued(job_id=job_id, status=status, created=created, queue=params["queue"],
                     priority=params["priority"])
+
+
+def _require_owner(project_id: uuid.UUID | str, owner: uuid.UUID) -> None:
+    if pg.fetch_one_dict(OWNS_PROJECT, (project_id, owner)) is None:
+        raise ProjectNotFound()
 
 
 MAX_BATCH = 1000

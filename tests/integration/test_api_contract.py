@@ -337,6 +337,43 @@ def test_another_owners_project_or_job_is_not_found_never_forbidden(alice, bob):
     assert alice.get(f"/api/jobs/{jid}").get_json()["status"] == "queued", "bob changed nothing"
 
 
+def test_enqueue_into_another_owners_project_is_not_found_whatever_it_holds(
+        alice, bob, monkeypatch):
+    """The enqueue checks the project's owner in its own INSERT: another owner's project is
+    a 404 that writes nothing, even with a key that owner used (never their job back), and a
+    job type whose admission reads the project is not admitted against another's project."""
+    import dataclasses
+
+    from tasks.engine import registry
+
+    url = JOBS.format(pid=alice.project)
+    mine = alice.post(url, {"job_type": "system.canary", "idempotency_key": "k-1",
+                            "run_after": FUTURE}).get_json()["job_id"]
+    admitted: list[str] = []
+    coding = registry.get("code.run_task")
+    monkeypatch.setitem(registry._registry, "code.run_task", dataclasses.replace(
+        coding, admit=lambda project, _payload: admitted.append(project)))
+    before = counts()
+
+    for body in ({"job_type": "system.canary", "idempotency_key": "k-1", "run_after": FUTURE},
+                 {"job_type": "system.canary", "run_after": FUTURE},
+                 {"job_type": "code.run_task", "payload": {"repo_url": "https://x.test/r.git",
+                                                           "task": "fix it"}}):
+        r = bob.post(url, body)
+        assert_error(r, 404, "not_found")
+        assert mine not in r.get_data(as_text=True)
+    assert admitted == []
+    assert counts() == before
+    # A body that is not a job is refused as such, whoever's the project (nothing to find).
+    assert_error(bob.post(url, {"job_type": "system.canary", "priority": 99}), 422,
+                 "validation_error", "priority")
+    assert counts() == before
+    # The owner's own retry still answers the first job.
+    again = alice.post(url, {"job_type": "system.canary", "idempotency_key": "k-1",
+                             "run_after": FUTURE})
+    assert again.status_code == 200 and again.get_json()["job_id"] == mine
+
+
 @pytest.mark.parametrize("ident", [str(uuid.uuid4()), "not-a-uuid", "0"])
 def test_an_unknown_or_malformed_id_is_not_found(alice, ident):
     assert_error(alice.get(f"/api/projects/{ident}"), 404, "not_found")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
+from collections.abc import Iterator
 
 from flask import Blueprint, jsonify, request, url_for
 from pydantic import ValidationError
@@ -53,19 +55,34 @@ def _job_body(job_id: uuid.UUID) -> dict:
     return job_json(job, steps_of(job.id))
 
 
+@contextlib.contextmanager
+def _not_found_unless_owned(project_id: uuid.UUID) -> Iterator[None]:
+    """Another owner's project is a 404 whatever else is wrong with the request: a refusal
+    (a bad body, an unknown job type, a missing system part) goes out only if it is the
+    caller's, so nothing is answered about a project that is not theirs."""
+    try:
+        yield
+    except (ApiError, SwitchyardError) as exc:
+        status = exc.status if isinstance(exc, ApiError) else exc.http_status
+        if status != 404 and project_id_for_owner(current_owner(), str(project_id)) is None:
+            raise not_found("project") from None
+        raise
+
+
 @bp.post("/api/projects/<pid>/jobs")
 def create_job(pid: str):
     project_id = parse_uuid(pid)
     if project_id is None:
         raise not_found("project")
-    body = parse_body(JobCreate)
     # The project is the caller's or a 404: checked by the enqueue's own statement (one
-    # round trip less on the busiest route), so a bad body is a 422 whatever the project.
-    result = enqueue(EnqueueRequest(
-        project_id=project_id, job_type=body.job_type, payload=body.payload,
-        idempotency_key=body.idempotency_key, priority=body.priority,
-        run_after=body.run_after, max_attempts=body.max_attempts,
-    ), public=True, owner=current_owner())
+    # round trip less on the busiest route); a refusal is checked against it afterwards.
+    with _not_found_unless_owned(project_id):
+        body = parse_body(JobCreate)
+        result = enqueue(EnqueueRequest(
+            project_id=project_id, job_type=body.job_type, payload=body.payload,
+            idempotency_key=body.idempotency_key, priority=body.priority,
+            run_after=body.run_after, max_attempts=body.max_attempts,
+        ), public=True, owner=current_owner())
     job_id = str(result.job_id)
     return jsonify({
         "job_id": job_id, "status": result.status, "created": result.created,

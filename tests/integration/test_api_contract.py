@@ -364,9 +364,11 @@ def test_enqueue_into_another_owners_project_is_not_found_whatever_it_holds(
         assert mine not in r.get_data(as_text=True)
     assert admitted == []
     assert counts() == before
-    # A body that is not a job is refused as such, whoever's the project (nothing to find).
-    assert_error(bob.post(url, {"job_type": "system.canary", "priority": 99}), 422,
-                 "validation_error", "priority")
+    # Whatever else is wrong with the request, another owner's project is not found.
+    for body, code in (({"job_type": "system.canary", "priority": 99}, "validation_error"),
+                       ({"job_type": "nope"}, "unknown_job_type"), ({}, "validation_error")):
+        assert_error(bob.post(url, body), 404, "not_found")
+        assert_error(alice.post(url, body), 422, code)
     assert counts() == before
     # The owner's own retry still answers the first job.
     again = alice.post(url, {"job_type": "system.canary", "idempotency_key": "k-1",

@@ -129,3 +129,27 @@ def lit(value: str) -> str:
     """A SQL string literal of a trusted constant (a status name)."""
     assert "'" not in value
     return f"'{value}'"
+
+
+# psycopg parses a query's placeholders once and caches the result, but only for a query of
+# at most this many characters (psycopg._queries.MAX_CACHED_STATEMENT_LENGTH); a longer one
+# is parsed again at every execution (cProfile: the finish's ~0.1 ms a job).
+PARSE_CACHE_LIMIT = 4096
+
+
+def compact(statement: str) -> str:
+    """The statement without indentation, blank lines or `--` comments, as the server sees
+    it, so the hot path's long statements fit psycopg's parse cache. A comment is cut only
+    outside a quoted literal; the engine's statements use no dollar quoting."""
+    lines = []
+    for line in statement.splitlines():
+        quoted, cut = False, len(line)
+        for i, char in enumerate(line):
+            if char == "'":
+                quoted = not quoted
+            elif not quoted and line.startswith("--", i):
+                cut = i
+                break
+        if kept := line[:cut].strip():
+            lines.append(kept)
+    return "\n".join(lines)

@@ -21,6 +21,7 @@ from typing import Any
 from tasks.engine import fair, pg
 from tasks.engine.sql import (
     MOVED_COLUMNS,
+    compact,
     due,
     lit,
     owns_run,
@@ -393,7 +394,7 @@ SELECT {_FINISHED_COLUMNS}, NULL::jsonb FROM agent_jobs
 WHERE id = %(id)s AND claim_token = %(token)s AND write_seq = %(wseq)s::int
   AND status <> 'running'
 """
-FINISHES = tuple(_FINISH.replace("<DONE>", done.replace("<JOB>", "job"))
+FINISHES = tuple(compact(_FINISH.replace("<DONE>", done.replace("<JOB>", "job")))
                  for done in (DONE_STEP, DONE_DEFERRED_STEP))
 
 

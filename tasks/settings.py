@@ -142,6 +142,9 @@ class Settings:
     # app.http.pgpool: the web process's database connections, all of them (requests, streams'
     # reads, the event hub); a request holds at most one.
     web_db_connections: int = 20
+    # app.http.tokens: how long a web process keeps a live token's caller before looking it up
+    # again; a token revoked elsewhere (the CLI) stops working within it. 0: every request.
+    token_cache_seconds: float = 1.0
     # Where people reach the web UI (empty: not said). app.routes.ui: the cookie session's
     # signing key (empty: a random key kept in data_dir) and whether the cookie is
     # HTTPS-only (by default, when the public URL is https).
@@ -423,6 +426,7 @@ def get_settings() -> Settings:
         streams_per_process=env_int("SWITCHYARD_STREAMS_PER_PROCESS", 48, minimum=1),
         stream_max_seconds=env_float("SWITCHYARD_STREAM_MAX_SECONDS", 600.0, minimum=1.0),
         web_db_connections=env_int("SWITCHYARD_WEB_DB_CONNECTIONS", 20, minimum=2),
+        token_cache_seconds=env_float("SWITCHYARD_TOKEN_CACHE_SECONDS", 1.0, minimum=0.0),
         secret_key=env_str("SWITCHYARD_SECRET_KEY", ""),
         public_url=public_url,
         secure_cookies=env_bool("SWITCHYARD_SECURE_COOKIES", public_url.startswith("https:")),

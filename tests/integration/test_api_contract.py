@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -311,6 +312,31 @@ def test_without_a_valid_token_every_api_route_answers_401(client, alice, header
 
     assert counts() == before
     assert client.get("/healthz").status_code == 200, "the probes need no token"
+
+
+@pytest.mark.parametrize("cache_seconds", [0.0, 0.4])
+def test_a_token_revoked_by_another_process_stops_within_the_cache_time(
+        monkeypatch, alice, cache_seconds):
+    """A web process keeps a live token's caller SWITCHYARD_TOKEN_CACHE_SECONDS; revoked
+    elsewhere (the CLI: here a bare UPDATE, which this process's revoke_token never saw), the
+    token works at most that long, then is a 401. 0: no keeping, refused at once."""
+    monkeypatch.setenv("SWITCHYARD_TOKEN_CACHE_SECONDS", str(cache_seconds))
+    get_settings.cache_clear()
+    monkeypatch.setattr(auth, "failure_limiter", lambda: RateLimiter(1000.0, 1000.0))
+    try:
+        url = f"/api/projects/{alice.project}"
+        assert alice.get(url).status_code == 200  # looked up, and kept if the cache is on
+        pg.execute("UPDATE api_tokens SET revoked_at = now() WHERE prefix = %s",
+                   (alice.token[:9],))
+        revoked_at = time.monotonic()
+        if cache_seconds:
+            assert alice.get(url).status_code == 200, "kept for the cache time"
+            wait_until(lambda: alice.get(url).status_code == 401, timeout=5,
+                       what="the revoked token refused")
+            assert time.monotonic() - revoked_at <= cache_seconds + 0.5
+        assert_error(alice.get(url), 401, "unauthorized")
+    finally:
+        get_settings.cache_clear()
 
 
 def test_a_websocket_is_refused_before_its_upgrade(client, alice, bob):

@@ -152,11 +152,22 @@ def worker() -> Iterator[object]:
 
     global in_process_worker
     app.conf.worker_prefetch_multiplier = 1
-    with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False,
-                      loglevel="WARNING", shutdown_timeout=10, queues=list(QUEUES)) as w:
-        in_process_worker = w
-        yield w
-    in_process_worker = None
+    try:
+        # 30 s to stop: its consumer may be in the middle of a broker reconnect's backoff
+        # (a RabbitMQ pass ended once with the worker thread still alive after 10 s).
+        with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False,
+                          loglevel="WARNING", shutdown_timeout=30, queues=list(QUEUES)) as w:
+            in_process_worker = w
+            yield w
+    except RuntimeError:
+        # Still alive: say where every thread is, so the cause can be found from CI's log.
+        import faulthandler
+        import sys
+
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        raise
+    finally:
+        in_process_worker = None
 
 
 in_process_worker = None  # the session `worker`, once a test has started it

@@ -32,7 +32,7 @@ from app.streams.sse import event_stream, sse_response, stream_cursor
 from app.streams.stream_slots import take_slot
 from models import AgentJob
 from tasks.engine import control, diagnosis, rerun
-from tasks.engine.enqueue import EnqueueRequest, enqueue, enqueue_many
+from tasks.engine.enqueue import EnqueueRequest, enqueue, enqueue_many, owns_project
 from tasks.engine.errors import SwitchyardError
 from tasks.engine.status import TERMINAL, JobStatus
 from tasks.services.effects import review
@@ -64,7 +64,7 @@ def _not_found_unless_owned(project_id: uuid.UUID) -> Iterator[None]:
         yield
     except (ApiError, SwitchyardError) as exc:
         status = exc.status if isinstance(exc, ApiError) else exc.http_status
-        if status != 404 and project_id_for_owner(current_owner(), str(project_id)) is None:
+        if status != 404 and not owns_project(project_id, current_owner()):
             raise not_found("project") from None
         raise
 

@@ -56,6 +56,9 @@ class Enqueued:
             dispatch_quietly(self.job_id, self.queue, self.priority)
 
 
+# The project %(project_id)s is the owner %(owner)s's: the one spelling of the enqueue's check.
+OWNED = "SELECT 1 FROM projects WHERE id = %(project_id)s::uuid AND owner_id = %(owner)s::uuid"
+
 INSERT_JOB = f"""
 WITH ins AS (
     INSERT INTO agent_jobs (id, project_id, job_type, agent_key, queue, priority, payload,
@@ -68,8 +71,7 @@ WITH ins AS (
                   AND {fair.publish_now("%(project_id)s::uuid")}
              THEN now() END
     -- A client's request names its owner: the project must be theirs (no row otherwise).
-    WHERE %(owner)s::uuid IS NULL OR EXISTS (
-        SELECT 1 FROM projects WHERE id = %(project_id)s::uuid AND owner_id = %(owner)s::uuid)
+    WHERE %(owner)s::uuid IS NULL OR EXISTS ({OWNED})
     ON CONFLICT (project_id, idempotency_key) DO NOTHING
     RETURNING id, project_id, dispatched_at IS NOT NULL AS due
 ), ev AS ({status_event("ins", lit("queued"), "NULL::text")}
@@ -149,9 +151,6 @@ def _prepare(req: EnqueueRequest, public: bool) -> dict[str, Any]:
     }
 
 
-OWNS_PROJECT = "SELECT 1 AS owned FROM projects WHERE id = %s AND owner_id = %s"
-
-
 def enqueue(req: EnqueueRequest, *, publish: bool = True, public: bool = False,
             owner: uuid.UUID | None = None) -> Enqueued:
     """Create the job once per (project, key); publish its wake-up after the commit.
@@ -184,8 +183,12 @@ def enqueue(req: EnqueueRequest, *, publish: bool = True, public: bool = False,
                     priority=params["priority"])
 
 
+def owns_project(project_id: uuid.UUID | str, owner: uuid.UUID) -> bool:
+    return pg.fetch_one_dict(OWNED, {"project_id": project_id, "owner": owner}) is not None
+
+
 def _require_owner(project_id: uuid.UUID | str, owner: uuid.UUID) -> None:
-    if pg.fetch_one_dict(OWNS_PROJECT, (project_id, owner)) is None:
+    if not owns_project(project_id, owner):
         raise ProjectNotFound()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import time
 from collections import Counter
 
 import pytest
@@ -19,6 +20,23 @@ SENT = "Sending due task switchyard-sweeps (tasks.sweep)"
 RESULT = re.compile(r"Task tasks\.sweep\[[0-9a-f-]+\] succeeded in \S+s: (\{.*\})")
 # A sweep that waited past its expiry (a loaded machine) is discarded unrun: also handled.
 DISCARDED = "Discarding revoked task: tasks.sweep["
+RECEIVED = re.compile(r"Task tasks\.sweep\[([0-9a-f-]+)\] received")
+
+
+class BetweenTicks:
+    """True just after the beats' last sweep reached the worker: both beats sleep then."""
+
+    def __init__(self, beats: list[p.Proc], worker: p.Proc) -> None:
+        self.beats, self.worker = beats, worker
+        self.sent, self.changed_at = -1, 0.0
+
+    def __call__(self) -> bool:
+        sent = sum(b.text().count(SENT) for b in self.beats)
+        if sent != self.sent:
+            self.sent, self.changed_at = sent, time.monotonic()
+        text = self.worker.text()
+        arrived = len(set(RECEIVED.findall(text))) + text.count(DISCARDED)
+        return arrived >= sent and time.monotonic() - self.changed_at < 0.4
 
 
 def test_two_beats_run_each_sweep_at_most_once_per_tick(procs: p.Procs) -> None:
@@ -35,6 +53,11 @@ def test_two_beats_run_each_sweep_at_most_once_per_tick(procs: p.Procs) -> None:
     before = sum(b.text().count(SENT) for b in beats)
     procs.wait(lambda: all(b.text().count(SENT) >= 6 for b in beats), 20,
                "both beats to publish five more sweeps each")
+    # Beat logs "Sending due task" before it publishes, and a SIGTERM raises SystemExit
+    # wherever it lands: stopped right after that line, a beat never sends what it logged.
+    # So stop them while they sleep: every logged sweep has reached the worker, and the last
+    # one came moments ago (a tick is 1 s, so the next is far off).
+    procs.wait(BetweenTicks(beats, worker), 20, "a moment between two ticks")
     for b in beats:
         b.signal(15)
         b.wait_exit(10)

@@ -82,7 +82,7 @@ def one_job(project: str) -> None:
         wseq += 1
         store.checkpoint(owner, wseq, pending, seq=seq, name=f"step-{seq}", events=[])
         pending = store.PendingStep(seq, f"step-{seq}", "completed", output='{"n": 1}')
-    store.finish(owner, wseq + 1, JobStatus.COMPLETED, pending, [], result='{"steps": 3}')
+    store.finish(owner, wseq + 1, JobStatus.COMPLETED, pending, result='{"steps": 3}')
 
 
 def history(pg, sizes: list[int], jobs: int) -> None:

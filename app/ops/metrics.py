@@ -40,9 +40,11 @@ SELECT j.job_type,
     percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM s.finished_at - s.started_at))
         AS p99
 FROM agent_job_events e
-JOIN job_steps s ON s.job_id = e.job_id AND s.seq = (e.data->>'seq')::int
+-- a step's outcome: its own event, or the one its job's move carries (`data.step`)
+CROSS JOIN LATERAL (SELECT CASE e.type WHEN 'status' THEN e.data->'step' ELSE e.data END AS d) o
+JOIN job_steps s ON s.job_id = e.job_id AND s.seq = (o.d->>'seq')::int
 JOIN agent_jobs j ON j.id = e.job_id
-WHERE e.id > %(floor)s AND e.type = 'step' AND e.data->>'status' = 'completed'
+WHERE e.id > %(floor)s AND e.type IN ('step', 'status') AND o.d->>'status' = 'completed'
   AND e.created_at > now() - interval '5 minutes' AND s.finished_at IS NOT NULL
 GROUP BY 1
 """

@@ -1,6 +1,6 @@
 /* The project page's activity feed: the stream's events newest first (reply deltas show in the
    chat pane instead), at most FEED_LIMIT of them unless older pages were asked for. */
-import { api, h, $, time, badge, jobLink, busy } from "./ui.js";
+import { api, h, $, time, badge, stepOutcome, jobLink, busy } from "./ui.js";
 
 const enc = encodeURIComponent($("#project").dataset.projectId);
 const FEED_LIMIT = 200; // live events push the oldest out, unless older pages were asked for
@@ -18,7 +18,8 @@ function feedItem(e) {
     h("span", { class: "ev-icon", "aria-hidden": "true" }, ICON[e.type] || "•"),
     h("span", { class: "ev-body" },
       e.job_id ? [jobLink(e.job_id), " "] : null,
-      e.type === "status" ? ["is ", badge(e.data?.status || e.message)] : h("span", {}, e.message)),
+      e.type === "status" ? [stepOutcome(e), "is ", badge(e.data?.status || e.message)]
+        : h("span", {}, e.message)),
     time(e.created_at));
 }
 

@@ -1,8 +1,8 @@
 /* A job: header, diagnosis, steps timeline, payload/result, events (live), retry and cancel.
    The job as read is published on the bus as "job" (usage.js, checks.js, coding.js, …), and each
    event of its stream by its type (coding.js). */
-import { api, h, $, clear, fill, time, badge, jobLink, pretty, empty, busy, flash, fail, debounce,
-  duration, between, short, stream } from "./ui.js";
+import { api, h, $, clear, fill, time, badge, stepOutcome, jobLink, pretty, empty, busy, flash, fail,
+  debounce, duration, between, short, stream } from "./ui.js";
 import { publish } from "./bus.js";
 import { TERMINAL } from "./job_kinds.js";
 // The job page's parts, imported first: each has subscribed before the job is published.
@@ -146,7 +146,7 @@ import "./rerun.js";
     live.textContent = "finished";
   }
   function eventItem(e) {
-    const label = e.type === "status" ? badge(e.data?.status || e.message)
+    const label = e.type === "status" ? [stepOutcome(e), badge(e.data?.status || e.message)]
       : e.type === "delta" ? h("span", { class: "delta" }, e.message) : h("span", {}, e.message);
     return h("li", { class: `ev ev-${e.type}`, dataset: { eventId: e.id } },
       h("span", { class: "ev-type muted" }, e.type), h("span", { class: "ev-body" }, label), time(e.created_at));

@@ -160,6 +160,9 @@ export function onJobEvent(e) {
       : `${e.data?.name} ${e.data?.status}`;
   }
   if (e.type !== "status") return;
+  // A run's last step outcome rides on the job's move (`data.step`), not on a step event.
+  const step = e.data?.step;
+  if (step && row) row.tr.querySelector(".progress").textContent = `${step.name} ${step.status}`;
   const status = e.data?.status;
   const moved = row && row.job.status !== status; // else the list already showed it
   if (moved) {

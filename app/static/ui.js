@@ -120,6 +120,11 @@ function breakable(name) {
   return String(name).split(/(?<=[._])/).flatMap((part, i) => (i ? [h("wbr"), part] : [part]));
 }
 const badge = (status) => h("span", { class: `badge s-${status}`, dataset: { status } }, status);
+/** The outcome of the step a job's move ended with (a status event's `data.step`), or null. */
+const stepOutcome = (e) => {
+  const step = e.type === "status" ? e.data?.step : null;
+  return step ? h("span", { class: "ev-step-outcome" }, `${step.name} ${step.status} · `) : null;
+};
 const jobLink = (id) => h("a", { href: `/jobs/${id}`, class: "mono", title: id }, short(id));
 function pretty(value) {
   return h("pre", { class: "json" }, value === undefined ? "" : JSON.stringify(value, null, 2));
@@ -227,6 +232,7 @@ function fields(form) {
 }
 
 export const SY = { api, ApiError, h, svg, $, clear, fill, append, breakable, short, time, ago, absolute,
-  duration, between, badge, jobLink, pretty, empty, flash, fail, busy, stream, debounce, fields, now };
+  duration, between, badge, stepOutcome, jobLink, pretty, empty, flash, fail, busy, stream, debounce, fields,
+  now };
 export { api, ApiError, h, svg, $, clear, fill, append, breakable, short, time, ago, absolute, duration,
-  between, badge, jobLink, pretty, empty, flash, fail, busy, stream, debounce, fields, now };
+  between, badge, stepOutcome, jobLink, pretty, empty, flash, fail, busy, stream, debounce, fields, now };

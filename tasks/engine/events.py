@@ -1,5 +1,6 @@
 """The shapes of the step events the engine writes, as JSON text ready for a jsonb parameter
-(status events are built in SQL: tasks.engine.sql.status_data)."""
+(status events are built in SQL: tasks.engine.sql.status_data; the one a run ends with
+carries its last step's outcome as `step`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,16 @@ def step_data(name: str, seq: int, status: str, next_step: tuple[int, str] | Non
     if next_step is not None:
         data["next"] = {"seq": next_step[0], "name": next_step[1]}
     return json.dumps(data)
+
+
+def step_of(type_: str, data: dict | None) -> dict | None:
+    """The step data an event carries, if any: a `step` event's own, or the `step` a job's
+    `status` event carries (the outcome of the step its move ended with)."""
+    if not data:
+        return None
+    if type_ == "step":
+        return data
+    return data.get("step") if type_ == "status" else None
 
 
 def step_message(name: str, status: str) -> str:

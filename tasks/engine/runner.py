@@ -139,8 +139,7 @@ def _run_claimed(job: store.ClaimedJob, worker: str) -> str:
 def _finish(ctx: JobContext, new: JobStatus, **kwargs: Any) -> str:
     """Write the run's last move, then whatever follows it (control.after_transition)."""
     try:
-        done = store.finish(ctx.owner, ctx.next_write(), new, ctx.pending,
-                            ctx.pending_step_event(), **kwargs)
+        done = store.finish(ctx.owner, ctx.next_write(), new, ctx.pending, **kwargs)
     except psycopg.DataError as exc:
         # The database refused what the job produced: record the failure without it,
         # so the job still reaches a terminal state instead of staying `running`.
@@ -148,7 +147,7 @@ def _finish(ctx: JobContext, new: JobStatus, **kwargs: Any) -> str:
                                                "job_id": str(ctx.job_id)})
         ctx.pending = None
         refused = f"the database refused the job's output: {exc.diag.message_primary}"
-        done = store.finish(ctx.owner, ctx.next_write(), S.FAILED, None, [], error=refused)
+        done = store.finish(ctx.owner, ctx.next_write(), S.FAILED, None, error=refused)
     if done is None:
         _log("ownership_lost", ctx.job_id, attempt=ctx.attempt)
         return "lost"

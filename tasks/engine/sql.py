@@ -115,14 +115,18 @@ def status_event(source: str, new: str, old: str, reason: str | None = None) -> 
             f"FROM {source}")
 
 
-def status_data(new: str, old: str, reason: str | None = None) -> str:
+def status_data(new: str, old: str, reason: str | None = None, step: str | None = None) -> str:
     """The jsonb of a status event, so the shape of the stream (`{"status", "from",
-    "reason"?}`) is defined once; a NULL or empty `reason` is left out."""
+    "reason"?, "step"?}`) is defined once; a NULL or empty `reason` and a NULL `step` (a
+    jsonb expression: the outcome of the step the move ended with) are left out."""
     data = f"jsonb_build_object('status', {new}, 'from', {old})"
-    if reason is None:
-        return data
-    return (f"({data} || CASE WHEN NULLIF({reason}, '') IS NULL THEN '{{}}'::jsonb "
-            f"ELSE jsonb_build_object('reason', {reason}) END)")
+    if reason is not None:
+        data = (f"({data} || CASE WHEN NULLIF({reason}, '') IS NULL THEN '{{}}'::jsonb "
+                f"ELSE jsonb_build_object('reason', {reason}) END)")
+    if step is not None:
+        data = (f"({data} || CASE WHEN {step} IS NULL THEN '{{}}'::jsonb "
+                f"ELSE jsonb_build_object('step', {step}) END)")
+    return data
 
 
 def lit(value: str) -> str:

@@ -19,6 +19,7 @@ from enum import IntEnum
 from typing import Any
 
 from tasks.engine import fair, pg
+from tasks.engine.events import step_data
 from tasks.engine.sql import (
     MOVED_COLUMNS,
     compact,
@@ -294,7 +295,6 @@ class Order(IntEnum):
     EARLIER_START = 0  # a step's start whose write was deferred to its outcome's statement
     OUTCOME = 1  # the step that just ended
     NEXT = 2  # what happens next: the following step's start, a log line, a delta
-    STATUS = 3  # the job's own move (retrying, failed, completed): always last
 
 
 def event(ord_: Order, type_: str, message: str, data: str, *,
@@ -363,18 +363,11 @@ WITH job AS (
         wait_approvals = %(wait_approvals)s::uuid[]
     WHERE {owns_run()} AND {guard(S.RUNNING, S.COMPLETED)}
     RETURNING {_FINISHED_COLUMNS}
-), done AS (<DONE>), ev AS (
+), done AS (<DONE>), ev AS (  -- the job's move, carrying its last step's outcome
     INSERT INTO agent_job_events (job_id, project_id, type, message, data)
-    SELECT job.id, job.project_id, e.type, e.message, e.data
-    FROM job CROSS JOIN LATERAL (
-        SELECT r.ord, r.type, r.message, r.data::jsonb AS data
-        FROM jsonb_to_recordset(%(events)s::jsonb) AS r(ord int, type text, message text,
-                                                        data text)
-        UNION ALL  -- the job's own move, always last; a retry or failure says why
-        SELECT {int(Order.STATUS)}, 'status', job.status,
-            {status_data("job.status", lit("running"), "%(error)s::text")}
-    ) e
-    ORDER BY e.ord
+    SELECT job.id, job.project_id, 'status', job.status,
+        {status_data("job.status", lit("running"), "%(error)s::text", "%(step)s::jsonb")}
+    FROM job
 ), mine AS MATERIALIZED (  -- the fair share's refill, when the move frees the owner a place
     SELECT p.id FROM projects p
     WHERE %(cap)s::int > 0 AND (SELECT status FROM job) IN {sql_list(fair.FREES_PLACE)}
@@ -426,7 +419,7 @@ class Finished:
 
 
 def finish(
-    owner: Owner, wseq: int, new: JobStatus, pending: PendingStep | None, events: list[dict], *,
+    owner: Owner, wseq: int, new: JobStatus, pending: PendingStep | None, *,
     result: str | None = None, error: str | None = None, delay: float | None = None,
     refund_attempt: bool = False, free_retry: bool = False, wake_at: datetime | None = None,
     wait_for: list[str] | None = None, wait_reason: str | None = None,
@@ -434,8 +427,9 @@ def finish(
 ) -> Finished | None:
     """Move a running job on (completed, failed, canceled, queued, waiting). None: not ours.
 
-    `events` are the run's last step events; the statement adds the job's status event
-    after them (with `error` as its reason).
+    The statement writes one event, the job's `status` (with `error` as its reason), which
+    carries the outcome of the `pending` step as `data.step` (issue 26: a step's outcome
+    and the job's move are one row, not two).
     """
     if not can_transition(S.RUNNING, new):
         raise IllegalTransition(f"running -> {new}")
@@ -445,7 +439,8 @@ def finish(
         "refund": 1 if refund_attempt else 0, "free": 1 if free_retry else 0,
         "wake_at": wake_at, "wait_for": wait_for, "wait_reason": wait_reason,
         "wait_any": wait_any, "wait_approvals": wait_approvals,
-        "events": json.dumps(events),
+        "step": None if pending is None else step_data(pending.name, pending.seq,
+                                                       pending.status),
     }
     row = pg.persist_one(FINISHES[_deferred(pending)], params | {"cap": fair.cap()})
     if row is None:

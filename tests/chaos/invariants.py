@@ -12,6 +12,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from tasks.engine.events import step_of
+
 INJECTED_FAILURE = "failing on purpose"   # the canary's own error (fail_first_attempts)
 WORKER_LOST = "worker lost:"               # the stale sweep's reclaim
 FREE_REASONS = ("database connection lost", "worker shutdown")  # cost no attempt
@@ -139,8 +141,9 @@ def _check_history(job_id: str, job: dict[str, Any], events: list[dict[str, Any]
     if failures > planned:
         v.other.append(f"{job_id}: failed {failures} times, {planned} were injected")
     steps: dict[int, list[str]] = defaultdict(list)
-    for e in (e for e in events if e["type"] == "step"):
-        steps[int(e["data"]["seq"])].append(e["data"]["status"])
+    for step in (step_of(e["type"], e["data"]) for e in events):
+        if step is not None:
+            steps[int(step["seq"])].append(step["status"])
     for seq, history in steps.items():
         if history.count("completed") != 1 or history[-1] != "completed":
             v.run_twice.append(f"{job_id} step {seq}: recorded as {history}")

@@ -239,7 +239,9 @@ def test_sign_in_create_a_project_and_work_in_it_live(site: Site, page: Page) ->
     expect(row).to_have_attribute("data-status", "completed")
     expect(row.locator(".progress")).to_have_text("step-4 completed")
     open_section(page, "overview")
-    expect(page.locator("#feed .ev-step", has_text="step-4 completed")).to_be_visible()
+    # the last step's outcome rides on the job's `completed` event
+    expect(page.locator("#feed .ev-status[data-status=completed]",
+                        has_text="step-4 completed")).to_be_visible()
 
     # Launch: the packet's actions come to the inbox, each with exactly its arguments. (The
     # offline LLM proposes a deploy when the project has a hook; there is no API for project

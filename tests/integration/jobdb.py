@@ -12,6 +12,7 @@ from psycopg.rows import dict_row
 
 from tasks.engine import pg, sweeps
 from tasks.engine.enqueue import Enqueued, EnqueueRequest, enqueue
+from tasks.engine.events import step_of
 from tests.conftest import wait_until
 from tests.support.broker import PARKED
 
@@ -61,10 +62,12 @@ def status_history(job_id: uuid.UUID | str) -> list[str]:
 
 
 def step_events(job_id: uuid.UUID | str, status: str | None = None) -> list[str]:
-    """Names of the steps in the job's feed, optionally only those with `status`."""
-    rows = tuples("SELECT data->>'name', data->>'status' FROM agent_job_events "
-                  "WHERE job_id = %s AND type = 'step' ORDER BY id", (job_id,))
-    return [name for name, st in rows if status is None or st == status]
+    """Names of the steps in the job's feed, optionally only those with `status` (the last
+    outcome of a run rides on its `status` event)."""
+    rows = tuples("SELECT type, data FROM agent_job_events WHERE job_id = %s "
+                  "AND type IN ('step', 'status') ORDER BY id", (job_id,))
+    outcomes = [s for s in (step_of(t, d) for t, d in rows) if s is not None]
+    return [s["name"] for s in outcomes if status is None or s["status"] == status]
 
 
 def started_steps(job_id: uuid.UUID | str) -> list[str]:

@@ -65,8 +65,8 @@ def test_a_write_retried_after_its_commit_applies_once(project) -> None:
     assert step_events(run.id) == ["step-1"]
     assert tuples("SELECT attempts FROM job_steps WHERE job_id = %s", (run.id,)) == [(1,)]
     # And a finish retried after it committed still reports the move, once
-    first = store.finish(owner, 2, S.COMPLETED, None, [], result="{}")
-    again = store.finish(owner, 2, S.COMPLETED, None, [], result="{}")
+    first = store.finish(owner, 2, S.COMPLETED, None, result="{}")
+    again = store.finish(owner, 2, S.COMPLETED, None, result="{}")
     assert first is not None and again is not None and again.status == S.COMPLETED
     assert status_history(run.id) == ["queued", "running", "completed"]
 
@@ -83,7 +83,7 @@ def test_a_finish_by_an_older_run_is_refused(project) -> None:
         second = store.claim(first.id, "host:2")
     assert second is not None
     # When the first run, back from the dead, tries to finish
-    late = store.finish(store.Owner(first.id, first.token), 1, S.COMPLETED, None, [])
+    late = store.finish(store.Owner(first.id, first.token), 1, S.COMPLETED, None)
     # Then nothing is written for it; the second run still owns the job
     assert late is None
     row = job(first.id)

@@ -93,7 +93,7 @@ def test_a_finishing_run_publishes_its_owners_next_job_in_its_own_statement(proj
         claimed = store.claim(first, "test-worker")
         assert claimed is not None
         done = store.finish(store.Owner(claimed.id, claimed.token), 1, JobStatus.COMPLETED,
-                            None, [])
+                            None)
     # Then the same statement published the held one, and says so to the caller
     assert done is not None and done.refilled is not None
     assert [r[0] for r in done.refilled] == [held[0]["id"]]

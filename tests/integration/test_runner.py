@@ -40,7 +40,8 @@ def test_retry_replays_completed_steps_and_reruns_only_the_failed_one(worker, pr
     assert status_history(job_id) == ["queued", "running", "queued", "running", "completed"]
     assert tuples("SELECT data FROM agent_job_events WHERE job_id = %s AND type = 'status' "
                   "ORDER BY id DESC LIMIT 1", (job_id,)) == [
-        ({"status": "completed", "from": "running"},)]
+        ({"status": "completed", "from": "running",
+          "step": {"name": "step-4", "seq": 4, "status": "completed"}},)]
 
 
 def test_retries_exhausted_fail_with_the_last_error(worker, project):
@@ -52,14 +53,15 @@ def test_retries_exhausted_fail_with_the_last_error(worker, project):
                                  "(fail_first_attempts)")
     assert row["completed_at"] is not None
     assert status_history(job_id) == ["queued", "running", "queued", "running", "failed"]
-    # The feed: each move from running says why, after the failed step's own event
+    # The feed: each move from running says why, and carries the failed step's outcome
     feed = tuples("SELECT type, data FROM agent_job_events WHERE job_id = %s ORDER BY id",
                   (job_id,))
-    assert feed[-2][0] == "step" and feed[-2][1]["status"] == "failed"
+    failed_step = {"name": "step-2", "seq": 2, "status": "failed"}
     assert feed[-1] == ("status", {"status": "failed", "from": "running",
-                                   "reason": row["last_error"]})
+                                   "reason": row["last_error"], "step": failed_step})
     retry = [d for t, d in feed if t == "status" and d["status"] == "queued" and d["from"]]
-    assert retry == [{"status": "queued", "from": "running", "reason": row["last_error"]}]
+    assert retry == [{"status": "queued", "from": "running", "reason": row["last_error"],
+                      "step": failed_step}]
     last = steps(job_id)[-1]
     assert (last["status"], last["attempts"]) == ("failed", 2)
     assert "failing on purpose" in last["error"]
@@ -192,27 +194,40 @@ def test_a_slow_first_step_shows_as_started_while_it_runs(worker, project):
 def test_a_fast_first_step_writes_its_start_with_its_outcome(worker, project):
     job_id = new_job(project, payload={"steps": 1})
     wait_for(job_id)
-    rows = tuples("SELECT data->>'status' FROM agent_job_events WHERE job_id = %s "
-                  "AND type = 'step' ORDER BY id", (job_id,))
-    assert [r[0] for r in rows] == ["completed"], "one event: its outcome"
+    assert step_events(job_id) == ["step-1"], "one outcome, carried by the job's move"
+    assert step_events(job_id, "completed") == ["step-1"]
     step = steps(job_id)[0]
     assert step["started_at"] <= step["finished_at"] and step["attempts"] == 1
 
 
 def test_a_fast_step_owes_one_event_and_its_outcome_names_the_next(worker, project):
-    # Issue 26: a 3-step canary's run writes 5 event rows, not 8 (running, three outcomes,
-    # completed; `queued` is the enqueue's): a fast step announces no start of its own
+    # Issue 26: a 3-step canary writes 5 event rows, not 9 (queued, running, two outcomes,
+    # and the job's `completed` carrying the last step's outcome): a fast step announces no
+    # start of its own, and the last one's outcome rides on the job's move
     job_id = new_job(project, payload={"steps": 3})
     wait_for(job_id)
     rows = tuples("SELECT type, data FROM agent_job_events WHERE job_id = %s ORDER BY id",
                   (job_id,))
     kinds = [(t, d.get("status")) for t, d in rows]
     assert kinds == [("status", "queued"), ("status", "running"), ("step", "completed"),
-                     ("step", "completed"), ("step", "completed"), ("status", "completed")]
+                     ("step", "completed"), ("status", "completed")]
     assert [d.get("next") for t, d in rows if t == "step"] == [
-        {"seq": 2, "name": "step-2"}, {"seq": 3, "name": "step-3"}, None]
+        {"seq": 2, "name": "step-2"}, {"seq": 3, "name": "step-3"}]
+    assert rows[-1][1]["step"] == {"name": "step-3", "seq": 3, "status": "completed"}
+    assert step_events(job_id) == ["step-1", "step-2", "step-3"]
     assert [(s["name"], s["attempts"]) for s in steps(job_id)] == [
         ("step-1", 1), ("step-2", 1), ("step-3", 1)]
+
+
+def test_the_step_durations_count_a_last_step_whose_outcome_rides_on_the_jobs_move(
+        worker, project):
+    # Given a job of one step: its outcome is in the job's `completed` event, not a `step` one
+    job_id = new_job(project, "test.one_step", {})
+    wait_for(job_id)
+    assert step_events(job_id) == ["only"]
+    # Then /metrics' step durations still see it
+    from app.ops import metrics
+    assert "test.one_step" in [t for t, _, _ in metrics.read_database().step_quantiles]
 
 
 def test_a_slow_later_step_is_announced_while_it_runs(worker, project):

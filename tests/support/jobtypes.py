@@ -159,6 +159,14 @@ def odd_output(ctx, p: OddOutput) -> dict:
     return {"ok": True}
 
 
+class OneStep(BaseModel):
+    pass
+
+
+def one_step(ctx, p: OneStep) -> dict:
+    return {"n": ctx.step("only", lambda: 1)}
+
+
 register(JobType("test.fan_out", FanOut, fan_out))
 register(JobType("test.sleeper", Sleeper, sleeper))
 register(JobType("test.shifty", Shifty, shifty, max_attempts=3, retry_policy=FAST_RETRY))
@@ -265,3 +273,4 @@ def refuse(ctx, p: Refuse) -> None:
 
 
 register(JobType("test.refuse", Refuse, refuse, max_attempts=1))
+register(JobType("test.one_step", OneStep, one_step, max_attempts=1))

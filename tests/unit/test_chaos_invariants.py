@@ -63,6 +63,12 @@ def test_a_step_run_again_after_its_outcome_was_kept_is_run_twice() -> None:
     # unless its process died right after the step: its outcome may never have been written
     assert not verdict(journal=again, killed={10: 2.1}).run_twice
     assert verdict(events=[*CLEAN_EVENTS, step(6, 1, "completed")]).run_twice
+    # the outcome a job's move carries counts as the step's record too
+    folded = [*CLEAN_EVENTS[:3], {**status(4, "completed", "running"),
+                                  "data": {"status": "completed", "from": "running",
+                                           "step": {"seq": 1, "status": "completed"}}}]
+    assert verdict(events=folded).ok(), verdict(events=folded).report()
+    assert verdict(events=[*CLEAN_EVENTS[:4], folded[-1]]).run_twice
 
 
 def test_attempts_must_add_up_to_the_injected_failures_and_crashes() -> None:

@@ -1,6 +1,7 @@
 """What one durable job costs: CPU per process class, commits, rows, events and WAL bytes.
 
-    python bench/costs.py [--jobs 2000] [--steps 3] [--workers 2]
+    python bench/costs.py [--jobs 2000] [--steps 3] [--workers 2] [--threads N]
+                          [--claim-ahead N]
 
 Runs `--jobs` canaries of `--steps` steps through real workers (`celery -P solo`,
 prefetch 64, as bench/throughput.py) after a warm-up, and divides what moved by the
@@ -25,6 +26,7 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,13 +95,16 @@ FROM pg_stat_database d WHERE d.datname = current_database()
 """
 
 
-def measure(durable: Durable, jobs: int, classes: dict[str, list[int]]) -> dict[str, float]:
+def measure(durable: Durable, jobs: int,
+            classes: dict[str, Callable[[], list[int]]]) -> dict[str, float]:
     pg = durable.pg
 
     def snapshot() -> dict[str, float]:
         pg.execute("SELECT pg_stat_clear_snapshot()")
         stats = {k: float(v) for k, v in (pg.fetch_one_dict(DB_STATS) or {}).items()}
-        stats |= {f"cpu {k}": cpu_of(v) for k, v in classes.items()}
+        # Listed at each snapshot: a threads worker's pool threads open their own connections
+        # (new backends) after the start; one that exits is counted in its parent's cutime.
+        stats |= {f"cpu {k}": cpu_of(pids()) for k, pids in classes.items()}
         stats["cpu producer"] = own_cpu()
         return stats
 
@@ -108,25 +113,29 @@ def measure(durable: Durable, jobs: int, classes: dict[str, list[int]]) -> dict[
     time.sleep(STATS_SETTLE)
     before = snapshot()
     events_before = pg.fetch_value("SELECT count(*) FROM agent_job_events")
-    burst(durable, jobs)
+    rate, _ = burst(durable, jobs)
     time.sleep(STATS_SETTLE)
     after = snapshot()
     moved = {k: (after[k] - before[k]) / jobs for k in after}
     moved["events"] = (pg.fetch_value("SELECT count(*) FROM agent_job_events")
                        - events_before) / jobs
+    moved["jobs/s"] = rate
     return moved
 
 
 def report(moved: dict[str, float], args: argparse.Namespace, load: str) -> None:
-    print(f"{args.jobs} canaries of {args.steps} steps, {args.workers} x celery -P solo "
-          f"--prefetch-multiplier 64; {load}")
+    pool = (f"-P threads -c {args.threads} --prefetch-multiplier 4" if args.threads
+            else "-P solo --prefetch-multiplier 64")
+    ahead = os.environ.get("SWITCHYARD_CLAIM_AHEAD", "default")
+    print(f"{args.jobs} canaries of {args.steps} steps, {args.workers} x celery {pool}, "
+          f"claim ahead {ahead}; {load}")
     cpu = {k[4:]: v for k, v in moved.items() if k.startswith("cpu ")}
     print("CPU per job (ms): " + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in cpu.items())
           + f", total {sum(cpu.values()) * 1e3:.2f}")
     print(f"per job: {moved['commits']:.1f} commits (statements), {moved['inserted']:.1f} rows "
           f"inserted, {moved['updated']:.1f} updated ({moved['hot']:.1f} HOT), "
           f"{moved['deleted']:.1f} deleted, {moved['events']:.1f} event rows, "
-          f"{moved['wal']:.0f} WAL bytes")
+          f"{moved['wal']:.0f} WAL bytes; {moved['jobs/s']:.0f} jobs/s end to end")
 
 
 def main() -> None:
@@ -134,7 +143,14 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="run each worker with a threads pool of this many threads "
+                             "(`switchyard worker`'s pool) instead of solo")
+    parser.add_argument("--claim-ahead", type=int, default=None,
+                        help="SWITCHYARD_CLAIM_AHEAD for the workers (0: off)")
     args = parser.parse_args()
+    if args.claim_ahead is not None:
+        os.environ["SWITCHYARD_CLAIM_AHEAD"] = str(args.claim_ahead)
     import bench.throughput as throughput
 
     throughput.STEPS = args.steps
@@ -142,12 +158,13 @@ def main() -> None:
         setup_services(stack)
         logdir = Path(tempfile.mkdtemp(prefix="switchyard-costs-"))
         before_workers = set(pids_named("celery")) | set(pids_named("python"))
-        start_workers(stack, logdir, raw_workers=0, durable_workers=args.workers)
+        start_workers(stack, logdir, raw_workers=0, durable_workers=args.workers,
+                      threads=args.threads)
         workers = sorted((set(pids_named("celery")) | set(pids_named("python")))
                          - before_workers - {os.getpid()})
         workers += [c for w in workers for c in children_of(w)]
-        classes = {"worker": workers, "postgres": pids_named("postgres"),
-                   "redis": pids_named("redis-server")}
+        classes = {"worker": lambda: workers, "postgres": lambda: pids_named("postgres"),
+                   "redis": lambda: pids_named("redis-server")}
         durable = Durable()
         burst(durable, 200)  # warm up connections and prepared statements
         load = load_and_steal()

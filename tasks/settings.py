@@ -122,6 +122,7 @@ class Settings:
     shutdown_grace_seconds: float
     redispatch_after_seconds: float
     prefetch_multiplier: int
+    claim_ahead: int
     amqp_queue_type: str
     worker_concurrency: int
     worker_pool: str
@@ -410,6 +411,7 @@ def get_settings() -> Settings:
         shutdown_grace_seconds=env_float("SWITCHYARD_SHUTDOWN_GRACE_SECONDS", 20.0),
         redispatch_after_seconds=env_float("SWITCHYARD_REDISPATCH_AFTER_SECONDS", 60.0, minimum=1),
         prefetch_multiplier=env_int("SWITCHYARD_PREFETCH_MULTIPLIER", 4, minimum=1),
+        claim_ahead=env_int("SWITCHYARD_CLAIM_AHEAD", 0),
         amqp_queue_type=env_choice("SWITCHYARD_AMQP_QUEUE_TYPE", "classic",
                                    ("classic", "quorum")),
         worker_concurrency=env_int("SWITCHYARD_WORKER_CONCURRENCY", 8, minimum=1),

@@ -13,7 +13,16 @@ from celery.apps.worker import Worker as CommandWorker
 import tasks.catalog  # noqa: F401 - registers every job type
 from tasks.celery_app import MAINTAIN, RUN_JOB, SCHEDULE, SWEEP, app
 from tasks.coding import checkouts
-from tasks.engine import control, lifecycle, pg, retention, runner, sweeps, telemetry
+from tasks.engine import (
+    claim_ahead,
+    control,
+    lifecycle,
+    pg,
+    retention,
+    runner,
+    sweeps,
+    telemetry,
+)
 from tasks.engine.store import Finished
 from tasks.startup import schedules
 
@@ -52,8 +61,11 @@ def _on_worker_init(sender: object = None, **_: object) -> None:
     # exit; a release finds nothing the second time. Children share the id: only this pid.
     if isinstance(sender, CommandWorker):
         atexit.register(_release_at_exit, os.getpid())
-    if _is_solo(getattr(sender, "pool_cls", None)):
+    pool = _pool_name(getattr(sender, "pool_cls", None))
+    if pool == "solo":
         consume_without_acks(app)
+    # Only a thread pool's wake-ups wait in this process for a thread (tasks.engine.claim_ahead)
+    claim_ahead.enable(pool in ("threads", "thread"))
     try:  # the coming days' event partitions, in case beat has not run for a while
         retention.ensure_partitions()
     except Exception:
@@ -84,11 +96,12 @@ def _release_at_exit(pid: int) -> None:
         _on_shutdown()
 
 
-def _is_solo(pool: object) -> bool:
-    """`pool` as worker_init sees it: an alias ("solo") or, from the command line, the class
-    (celery.concurrency.solo.TaskPool: every pool's class is named TaskPool)."""
+def _pool_name(pool: object) -> str:
+    """`pool` as worker_init sees it: an alias ("solo", "threads") or, from the command line,
+    the class (celery.concurrency.solo.TaskPool: every pool's class is named TaskPool), as
+    the alias or the last part of its module's name."""
     name = pool if isinstance(pool, str) else getattr(pool, "__module__", "")
-    return str(name).lower().split(".")[-1] == "solo"
+    return str(name).lower().split(".")[-1]
 
 
 def consume_without_acks(celery_app: Celery) -> None:

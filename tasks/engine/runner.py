@@ -8,7 +8,16 @@ from typing import Any
 
 import psycopg
 
-from tasks.engine import control, lifecycle, pg, registry, store, system_parts, telemetry
+from tasks.engine import (
+    claim_ahead,
+    control,
+    lifecycle,
+    pg,
+    registry,
+    store,
+    system_parts,
+    telemetry,
+)
 from tasks.engine.context import JobContext, describe_error, to_json
 from tasks.engine.dispatch import dispatch_quietly
 from tasks.engine.errors import (
@@ -40,7 +49,7 @@ def run_job(job_id: str) -> str:
         return "deferred"
     lifecycle.start_heartbeat()
     try:
-        claimed = store.claim_or_why(job_id, worker)
+        claimed = claim_ahead.claim(job_id, worker)
     except DatabaseUnavailable:
         log.warning("claim gave up: database unreachable; the dispatch sweep re-sends",
                     extra={"action": "claim_abandoned", "job_id": str(job_id)})
@@ -59,6 +68,7 @@ def run_job(job_id: str) -> str:
         return "abandoned"
     finally:
         lifecycle.released(claimed.token)
+        claim_ahead.ended()
 
 
 def _not_claimed(job_id: str, why: store.NotClaimed) -> str:

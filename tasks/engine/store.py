@@ -155,6 +155,73 @@ CLAIM_KEYED = _CLAIM.replace(
 )
 
 
+# Claim ahead (tasks.engine.claim_ahead): many unkeyed jobs in one statement, each under a
+# token of the claimant's making; like _CLAIM, re-run after a lost connection it returns
+# the claims that landed (their token, nothing written since). A job it does not claim
+# (keyed, early, a duplicate) is claimed, or refused with its reason, by claim_or_why.
+CLAIM_MANY = compact(f"""
+WITH want AS (SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS w(id, token)
+), claimed AS (
+    UPDATE agent_jobs j SET status = 'running', attempts = j.attempts + 1,
+        locked_by = %(worker)s, claim_token = w.token, write_seq = 0, locked_at = now(),
+        heartbeat_at = now(), started_at = COALESCE(j.started_at, now()), updated_at = now()
+    FROM want w
+    WHERE j.id = w.id AND j.{guard(S.QUEUED, S.RUNNING)} AND {due("j")}
+      AND j.concurrency_key IS NULL
+    RETURNING j.id, j.project_id, j.job_type, j.payload, j.attempts, j.max_attempts,
+        j.timeout_seconds, j.cancel_requested, j.locked_at, j.free_retries,
+        j.free_retry_since, w.token
+), ev AS ({status_event("claimed", lit("running"), lit("queued"))}
+), mine AS (
+    SELECT * FROM claimed
+    UNION ALL
+    SELECT j.id, j.project_id, j.job_type, j.payload, j.attempts, j.max_attempts,
+        j.timeout_seconds, j.cancel_requested, j.locked_at, j.free_retries,
+        j.free_retry_since, w.token
+    FROM agent_jobs j JOIN want w ON j.id = w.id AND j.claim_token = w.token
+    WHERE j.status = 'running' AND j.write_seq = 0
+)
+SELECT c.id, c.project_id, c.job_type, c.payload, c.attempts AS attempt, c.max_attempts,
+    c.timeout_seconds, c.cancel_requested, c.locked_at, c.free_retries, c.token,
+    COALESCE(extract(epoch FROM now() - c.free_retry_since), 0)::float8 AS free_retry_seconds,
+    (SELECT COALESCE(jsonb_agg(jsonb_build_array(s.name, s.status, s.output) ORDER BY s.seq),
+                     '[]'::jsonb)
+     FROM job_steps s WHERE s.job_id = c.id) AS steps
+FROM mine c
+""")
+
+# A claim made ahead and not started gives the job back, fenced by its token and by no
+# write of the run yet. The attempt is given back; the wake-up the worker holds for it
+# still comes (and claims it then), or the dispatch sweep re-sends it.
+HAND_BACK = compact(f"""
+WITH back AS (
+    UPDATE agent_jobs j SET status = 'queued', attempts = j.attempts - 1, run_after = now(),
+        dispatched_at = now(), updated_at = now()
+    FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS w(id, token)
+    WHERE j.id = w.id AND j.claim_token = w.token AND j.status = 'running'
+      AND j.write_seq = 0
+    RETURNING j.id, j.project_id
+), ev AS ({status_event("back", lit("queued"), lit("running"),
+                        lit("claimed ahead, not started in time"))}
+)
+SELECT id FROM back
+""")
+
+
+def claim_many(job_ids: list[str], worker: str) -> dict[str, ClaimedJob]:
+    """Claim every due, unkeyed, queued job of `job_ids` in one statement: job id -> claim."""
+    tokens = [uuid.uuid4() for _ in job_ids]
+    rows = pg.persisting(lambda: pg.fetch_dicts(CLAIM_MANY, {
+        "ids": job_ids, "tokens": tokens, "worker": worker}))
+    return {str(row["id"]): _claimed(row, row["token"]) for row in rows}
+
+
+def hand_back(claims: list[ClaimedJob]) -> list[uuid.UUID]:
+    """Give back claims made ahead that no run started; the ids that went back to queued."""
+    rows = pg.persisting(lambda: pg.fetch_dicts(HAND_BACK, {
+        "ids": [c.id for c in claims], "tokens": [c.token for c in claims]}))
+    return [row["id"] for row in rows]
+
 
 @dataclass(frozen=True)
 class NotClaimed:

@@ -92,6 +92,8 @@ def claim(job_id: str, worker: str) -> store.ClaimedJob | store.NotClaimed:
     finally:
         mine = claims.pop(key, None)
         _settle(others, held=claims.values(), at=now, ahead=len(claims))
+    if claims:
+        log.info("claimed %d ahead", len(claims), extra={"action": "claimed_ahead"})
     return mine if mine is not None else store.claim_or_why(job_id, worker)
 
 

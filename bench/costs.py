@@ -69,6 +69,14 @@ def children_of(pid: int) -> list[int]:
     return out
 
 
+def process_classes(workers: list[int]) -> dict[str, Callable[[], list[int]]]:
+    """Each class's processes, listed again at each snapshot: a threads worker's pool threads
+    open their own connections (new backends) after the start; a backend that exits is
+    counted in its parent's cutime."""
+    return {"worker": lambda: workers, "postgres": lambda: pids_named("postgres"),
+            "redis": lambda: pids_named("redis-server")}
+
+
 def own_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -102,8 +110,6 @@ def measure(durable: Durable, jobs: int,
     def snapshot() -> dict[str, float]:
         pg.execute("SELECT pg_stat_clear_snapshot()")
         stats = {k: float(v) for k, v in (pg.fetch_one_dict(DB_STATS) or {}).items()}
-        # Listed at each snapshot: a threads worker's pool threads open their own connections
-        # (new backends) after the start; one that exits is counted in its parent's cutime.
         stats |= {f"cpu {k}": cpu_of(pids()) for k, pids in classes.items()}
         stats["cpu producer"] = own_cpu()
         return stats
@@ -163,8 +169,7 @@ def main() -> None:
         workers = sorted((set(pids_named("celery")) | set(pids_named("python")))
                          - before_workers - {os.getpid()})
         workers += [c for w in workers for c in children_of(w)]
-        classes = {"worker": lambda: workers, "postgres": lambda: pids_named("postgres"),
-                   "redis": lambda: pids_named("redis-server")}
+        classes = process_classes(workers)
         durable = Durable()
         burst(durable, 200)  # warm up connections and prepared statements
         load = load_and_steal()

@@ -338,6 +338,9 @@ class Subscribers:
     def __init__(self, port: int, token: str, project: str, n: int):
         self.chunks: list[list[tuple[float, bytes]]] = [[] for _ in range(n)]
         self.count = [0] * n  # "\nid: " seen so far, each subscriber
+        # ": connected" seen: the stream is registered with its process's hub (app.streams.sse
+        # sends it after subscribing), whichever web process took the connection
+        self.connected = [False] * n
         self.tails = [b""] * n
         self.socks: list[socket.socket] = []
         self.sel = selectors.DefaultSelector()
@@ -368,6 +371,8 @@ class Subscribers:
                     k = key.data
                     self.chunks[k].append((now, data))
                     self.count[k] += (self.tails[k] + data).count(b"\nid: ")
+                    if not self.connected[k]:
+                        self.connected[k] = b": connected" in self.tails[k] + data
                     self.tails[k] = data[-4:]
                 else:
                     self.sel.unregister(key.fileobj)
@@ -412,14 +417,6 @@ class Subscribers:
 
     def received(self) -> int:
         return sum(self.count)
-
-
-def subscriber_count(port: int) -> int:
-    _, body = request(port, "GET", "/metrics", token=METRICS_TOKEN)
-    for line in body.decode().splitlines():
-        if line.startswith("switchyard_stream_subscribers "):
-            return int(float(line.split()[1]))
-    return -1
 
 
 def stored_events(project: str) -> list[tuple[int, float]]:
@@ -512,9 +509,9 @@ def main() -> None:
         subs = Subscribers(port, token, project_b, args.subscribers)
         stack.callback(subs.close)  # before the web server stops (LIFO)
         deadline = time.monotonic() + 30
-        while subscriber_count(port) < args.subscribers:
+        while sum(subs.connected) < args.subscribers:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"only {subscriber_count(port)} of {args.subscribers} "
+                raise RuntimeError(f"only {sum(subs.connected)} of {args.subscribers} "
                                    "subscribers registered")
             time.sleep(0.2)
         cpu = CpuMeter(pids)

@@ -26,12 +26,19 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.costs import children_of, load_and_steal, measure, pids_named  # noqa: E402
+from bench.costs import (  # noqa: E402
+    children_of,
+    load_and_steal,
+    measure,
+    pids_named,
+    process_classes,
+)
 from bench.throughput import Durable, burst, setup_services, start_workers  # noqa: E402
 
 HISTORY_JOB = """
@@ -51,7 +58,8 @@ WHERE j.project_id = %(project)s AND j.idempotency_key > 'h' AND j.started_at IS
 """
 
 
-def per_step(durable: Durable, classes: dict[str, list[int]], steps: list[int]) -> None:
+def per_step(durable: Durable, classes: dict[str, Callable[[], list[int]]],
+             steps: list[int]) -> None:
     import bench.throughput as throughput
 
     print("\n(a) per step, through 2 solo workers")
@@ -131,8 +139,7 @@ def main() -> None:
             workers = sorted((set(pids_named("celery")) | set(pids_named("python")))
                              - before - {os.getpid()})
             workers += [c for w in workers for c in children_of(w)]
-            classes = {"worker": workers, "postgres": pids_named("postgres"),
-                       "redis": pids_named("redis-server")}
+            classes = process_classes(workers)
             durable.reset()
             burst(durable, 200)
             per_step(durable, classes, [int(s) for s in args.steps.split(",")])

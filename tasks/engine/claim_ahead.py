@@ -15,8 +15,10 @@ and claims none ahead, and its buffered jobs stay `queued` until a thread is fre
 
 What is claimed and not started within HOLD_SECONDS goes back to `queued` (a thread of
 this module checks twice a second), fenced by the claim's token and by no write of the
-run yet; a worker's shutdown releases it with every job it holds (lifecycle.release_all).
-Its wake-up is still held here, and claims the job when it starts. A solo worker holds no
+run yet, and gets a fresh wake-up (control.after_transition; the one held here is then a
+duplicate, which the claim drops). So does every claim a claiming statement may have
+made when its answer was lost. Once the worker is shutting down, nothing goes back here:
+lifecycle.release_all gives back every job the process holds. A solo worker holds no
 wake-up it has not started, and a prefork child sees none of its parent's: neither claims
 ahead.
 
@@ -35,7 +37,7 @@ import time
 import uuid
 from typing import Any
 
-from tasks.engine import lifecycle, store
+from tasks.engine import control, lifecycle, store
 from tasks.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -50,11 +52,14 @@ MIN_AHEAD = 2
 
 _lock = threading.Lock()
 _held: dict[str, tuple[store.ClaimedJob, float]] = {}  # job id -> (claim, when)
-# Jobs a statement of this module is claiming ahead or handing back right now: their own
-# delivery waits for it (else it could find the job running under that claim and skip it),
-# then takes the claim or claims anew.
+# Jobs a statement of this module is claiming ahead or handing back right now, or whose
+# hand-back waits for a retry: their own delivery waits (else it could find the job running
+# under that claim and skip it), then takes the claim or claims anew.
 _in_flight: set[str] = set()
 _settled = threading.Condition(_lock)
+# Claims (job id -> token) whose statement's answer was lost, or whose hand-back failed:
+# given back at the next check (fenced by the token: one never made changes nothing).
+_retry: dict[str, uuid.UUID] = {}
 _ends: collections.deque[float] = collections.deque()  # when this process's recent runs ended
 # Jobs once given back: their wake-up waits behind long runs, so they are not claimed ahead
 # again (each give-back costs two statements and two events).
@@ -70,9 +75,10 @@ def enable(on: bool) -> None:
 
 def claim(job_id: str, worker: str) -> store.ClaimedJob | store.NotClaimed:
     """This delivery's claim: one made ahead, or made now with others held here."""
-    key, now = str(job_id), time.monotonic()
+    key = str(job_id)
     with _lock:
         _settled.wait_for(lambda: key not in _in_flight, timeout=60)
+        now = time.monotonic()
         held = _held.pop(key, None)
         if held is not None:
             counts["used"] += 1
@@ -86,12 +92,16 @@ def claim(job_id: str, worker: str) -> store.ClaimedJob | store.NotClaimed:
         _in_flight.update(others)
     if not others:
         return store.claim_or_why(job_id, worker)
-    claims: dict[str, store.ClaimedJob] = {}
+    ids = [key, *others]
+    tokens = [uuid.uuid4() for _ in ids]
     try:
-        claims = store.claim_many([key, *others], worker)
-    finally:
-        mine = claims.pop(key, None)
-        _settle(others, held=claims.values(), at=now, ahead=len(claims))
+        claims = store.claim_many(ids, tokens, worker)
+    except BaseException:
+        # Committed or not, nobody knows: whatever it claimed goes back at the next check.
+        _settle(others, retry=list(zip(ids, tokens, strict=True)))
+        raise
+    mine = claims.pop(key, None)
+    _settle(others, held=claims.values(), at=now, ahead=len(claims))
     if claims:
         log.info("claimed %d ahead", len(claims), extra={"action": "claimed_ahead"})
     return mine if mine is not None else store.claim_or_why(job_id, worker)
@@ -144,19 +154,23 @@ def hold(claims: Any, at: float) -> None:
 
 
 def _settle(ids: Any, *, held: Any = (), at: float = 0.0, ahead: int = 0,
-            handed_back: int = 0) -> None:
-    """The statement about `ids` is done: hold the claims it made (heartbeats cover a claim
-    from its making), and wake the deliveries waiting for it."""
+            retry: list[tuple[str, uuid.UUID]] | None = None) -> None:
+    """The statement about `ids` is done: hold the claims it made, or keep those it may
+    have made for a hand-back (heartbeats cover a claim from its making); wake the
+    deliveries waiting for the rest."""
     held = list(held)
     with _lock:
         counts["ahead"] += ahead
         for c in held:
             _held[str(c.id)] = (c, at)
             lifecycle.holding(c.token, c.id)
-        _in_flight.difference_update(ids)
-        counts["handed_back"] += handed_back
+        for job_id, token in retry or ():
+            _retry[job_id] = token
+            _in_flight.add(job_id)
+            lifecycle.holding(token, uuid.UUID(job_id))
+        _in_flight.difference_update(set(ids) - set(_retry))
         _settled.notify_all()
-    if held:
+    if held or retry:
         _start_checker()
 
 
@@ -179,32 +193,43 @@ def _check_forever() -> None:
 
 
 def hand_back_stale(older_than: float = HOLD_SECONDS) -> list[uuid.UUID]:
-    """Give back the claims held longer than `older_than` seconds; the ids given back."""
+    """Give back the claims held longer than `older_than` seconds, and those waiting for a
+    retry; follow each move. The ids given back."""
+    if lifecycle.shutting_down():
+        return []  # lifecycle.release_all gives back (and follows) all this process holds
     cutoff = time.monotonic() - older_than
     with _lock:
-        stale = [c for c, when in _held.values() if when <= cutoff]
-        for c in stale:
-            del _held[str(c.id)]
-        _in_flight.update(str(c.id) for c in stale)
-    if not stale:
+        stale = [(job_id, c.token) for job_id, (c, when) in _held.items() if when <= cutoff]
+        for job_id, _ in stale:
+            del _held[job_id]
+        _in_flight.update(job_id for job_id, _ in stale)
+        claims = stale + list(_retry.items())
+    if not claims:
         return []
-    ids = [str(c.id) for c in stale]
     try:
-        back = store.hand_back(stale)
+        moves = store.hand_back(claims)
     except Exception:
-        _settle(ids, held=stale, at=cutoff)  # held again: retried, or taken by its delivery
+        with _lock:  # retried at the next check; their deliveries wait meanwhile
+            _retry.update(claims)
         raise
-    for c in stale:
-        lifecycle.released(c.token)
+    ids = [job_id for job_id, _ in claims]
+    for _, token in claims:
+        lifecycle.released(token)
     with _lock:
+        for job_id in ids:
+            _retry.pop(job_id, None)
         if len(_given_back) > 10_000:
             _given_back.clear()
         _given_back.update(ids)
-    _settle(ids, handed_back=len(back))
-    if back:
-        log.info("handed back %d claims made ahead", len(back),
+        _in_flight.difference_update(ids)
+        counts["handed_back"] += len(moves)
+        _settled.notify_all()
+    for moved in moves:
+        control.after_transition(moved)
+    if moves:
+        log.info("handed back %d claims made ahead", len(moves),
                  extra={"action": "claim_ahead_handed_back"})
-    return back
+    return [moved.id for moved in moves]
 
 
 def held_count() -> int:

@@ -25,6 +25,7 @@ from tasks.engine.sql import (
     compact,
     due,
     lit,
+    moved_columns,
     owns_run,
     running_under_key,
     status_data,
@@ -191,8 +192,9 @@ FROM mine c
 """)
 
 # A claim made ahead and not started gives the job back, fenced by its token and by no
-# write of the run yet. The attempt is given back; the wake-up the worker holds for it
-# still comes (and claims it then), or the dispatch sweep re-sends it.
+# write of the run yet; the attempt is given back. The caller follows each move
+# (control.after_transition: a fresh wake-up, or the cancel asked meanwhile).
+HANDED_BACK = "claimed ahead, not started in time"
 HAND_BACK = compact(f"""
 WITH back AS (
     UPDATE agent_jobs j SET status = 'queued', attempts = j.attempts - 1, run_after = now(),
@@ -200,27 +202,27 @@ WITH back AS (
     FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS w(id, token)
     WHERE j.id = w.id AND j.claim_token = w.token AND j.status = 'running'
       AND j.write_seq = 0
-    RETURNING j.id, j.project_id
-), ev AS ({status_event("back", lit("queued"), lit("running"),
-                        lit("claimed ahead, not started in time"))}
+    RETURNING {moved_columns("j")}
+), ev AS ({status_event("back", lit("queued"), lit("running"), lit(HANDED_BACK))}
 )
-SELECT id FROM back
+SELECT * FROM back
 """)
 
 
-def claim_many(job_ids: list[str], worker: str) -> dict[str, ClaimedJob]:
-    """Claim every due, unkeyed, queued job of `job_ids` in one statement: job id -> claim."""
-    tokens = [uuid.uuid4() for _ in job_ids]
+def claim_many(job_ids: list[str], tokens: list[uuid.UUID], worker: str
+               ) -> dict[str, ClaimedJob]:
+    """Claim every due, unkeyed, queued job of `job_ids` in one statement, each under its
+    token of `tokens`: job id -> claim."""
     rows = pg.persisting(lambda: pg.fetch_dicts(CLAIM_MANY, {
         "ids": job_ids, "tokens": tokens, "worker": worker}))
     return {str(row["id"]): _claimed(row, row["token"]) for row in rows}
 
 
-def hand_back(claims: list[ClaimedJob]) -> list[uuid.UUID]:
-    """Give back claims made ahead that no run started; the ids that went back to queued."""
+def hand_back(claims: list[tuple[str, uuid.UUID]]) -> list[Finished]:
+    """Give back claims (job id, token) made ahead that no run started: the moves made."""
     rows = pg.persisting(lambda: pg.fetch_dicts(HAND_BACK, {
-        "ids": [c.id for c in claims], "tokens": [c.token for c in claims]}))
-    return [row["id"] for row in rows]
+        "ids": [job_id for job_id, _ in claims], "tokens": [token for _, token in claims]}))
+    return [Finished.of(row) for row in rows]
 
 
 @dataclass(frozen=True)

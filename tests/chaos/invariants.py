@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tasks.engine.events import step_of
+from tasks.engine.store import HANDED_BACK
 
 INJECTED_FAILURE = "failing on purpose"   # the canary's own error (fail_first_attempts)
 WORKER_LOST = "worker lost:"               # the stale sweep's reclaim
-FREE_REASONS = ("database connection lost", "worker shutdown")  # cost no attempt
+FREE_REASONS = ("database connection lost", "worker shutdown", HANDED_BACK)  # cost no attempt
 FOREVER = float("inf")
 
 

@@ -85,3 +85,11 @@ def test_attempts_must_add_up_to_the_injected_failures_and_crashes() -> None:
 def test_a_broken_status_chain_and_a_second_provider_request_are_caught() -> None:
     assert verdict(events=[status(1, "queued", None), status(2, "completed", "running")]).other
     assert verdict(effects={"k": {"posts": 2, "status": "succeeded"}}).run_twice
+
+
+def test_a_claim_made_ahead_and_given_back_costs_no_attempt() -> None:
+    back = [status(1, "queued", None), status(2, "running", "queued"),
+            status(3, "queued", "running", "claimed ahead, not started in time"),
+            status(4, "running", "queued"), step(5, 1, "completed"),
+            status(6, "completed", "running")]
+    assert verdict(events=back).ok(), verdict(events=back).report()

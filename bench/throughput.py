@@ -115,6 +115,26 @@ class Raw:
         return out
 
 
+class ByHand(Raw):
+    """Celery with each step committed to PostgreSQL by hand (bench.raw_app.steps_by_hand)."""
+
+    name = f"celery + a commit a step ({STEPS})"
+
+    def __init__(self) -> None:
+        super().__init__()
+        from bench.raw_app import BY_HAND_TABLE, RESULTS_BY_HAND, steps_by_hand
+        from tasks.engine import pg
+
+        pg.execute(BY_HAND_TABLE)
+        self.task, self.key = steps_by_hand, RESULTS_BY_HAND
+
+    def submit(self) -> float:
+        i, self.seq = self.seq, self.seq + 1
+        self.task.apply_async((i, STEPS), queue="bench_raw")
+        self.published[i] = time.time()
+        return self.published[i]
+
+
 class Durable:
     name = f"durable system.canary ({STEPS} steps)"
 
@@ -228,6 +248,9 @@ def main() -> None:
     parser.add_argument("--durable-workers", type=int, default=WORKERS)
     parser.add_argument("--batch", type=int, default=1,
                         help="durable producer: jobs per enqueue_many statement (1: enqueue)")
+    parser.add_argument("--by-hand", action="store_true",
+                        help="a third side on the raw workers: each step committed to "
+                             "PostgreSQL by hand (the durable minimum, without the engine)")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         setup_services(stack)
@@ -235,16 +258,22 @@ def main() -> None:
         start_workers(stack, logdir, args.raw_workers, args.durable_workers)
         raw, durable = Raw(), Durable()
         durable.batch = args.batch
-        burst(raw, 200), burst(durable, 200)  # warm up connections and prepared statements
-        rates: dict[str, list[float]] = {raw.name: [], durable.name: []}
-        enq: dict[str, list[float]] = {raw.name: [], durable.name: []}
+        sides = [raw, durable, *([ByHand()] if args.by_hand else [])]
+        for side in sides:
+            burst(side, 200)  # warm up connections and prepared statements
+        rates: dict[str, list[float]] = {side.name: [] for side in sides}
+        enq: dict[str, list[float]] = {side.name: [] for side in sides}
         for r in range(args.rounds):
-            for side in (raw, durable) if r % 2 == 0 else (durable, raw):
+            for side in sides if r % 2 == 0 else reversed(sides):
                 rate, lat = burst(side, args.jobs)
                 rates[side.name].append(rate)
                 enq[side.name] += lat
                 print(f"round {r + 1}: {side.name:<32} {rate:7.0f} jobs/s", flush=True)
         report(raw, durable, rates, enq, args)
+        if args.by_hand:
+            hand = statistics.median(rates[sides[2].name])
+            print(f"{sides[2].name}: {hand:7.0f} jobs/s; ratio durable/by hand: "
+                  f"{statistics.median(rates[durable.name]) / hand:.2f}")
 
 
 def report(raw, durable, rates, enq, args) -> None:

@@ -146,6 +146,9 @@ def sign_in(page: Page, site: Site, token: str | None = None) -> None:
     page.fill("#token", token or site.token)
     page.click("form button[type=submit]")
     expect(page.get_by_role("heading", name="Projects", level=1)).to_be_visible()
+    # ... and its list has loaded (its GET answered): a test that counts requests from here on
+    # must not see that one late (a CI run once did)
+    expect(page.locator("#projects")).not_to_have_attribute("aria-busy", "true")
 
 
 def open_section(page: Page, name: str) -> None:

@@ -68,8 +68,7 @@ def start_web(stack: contextlib.ExitStack, logdir: Path,
     port = free_port()
     # One token plays every client here: lift its per-token limits (rate, open streams), and
     # let the one process hold (b)'s subscribers (its default, 48, suits `up`'s 64 threads).
-    env = dict(os.environ, SWITCHYARD_METRICS_TOKEN=METRICS_TOKEN,
-               SWITCHYARD_RATE_LIMIT_PER_SECOND="1000000",
+    env = dict(os.environ, SWITCHYARD_RATE_LIMIT_PER_SECOND="1000000",
                SWITCHYARD_RATE_LIMIT_BURST="1000000", SWITCHYARD_STREAMS_PER_TOKEN="100000",
                SWITCHYARD_STREAMS_PER_PROCESS=str(WEB_THREADS - 20))
     log = open(logdir / "web.log", "w")  # noqa: SIM115 - closed with the stack
@@ -109,7 +108,6 @@ def make_token() -> str:
     return secret
 
 
-METRICS_TOKEN = "bench-metrics-token-" + "0123456789" * 2  # /metrics is the operator's
 
 
 def request(port: int, method: str, path: str, body: bytes | None = None,

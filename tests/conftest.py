@@ -104,6 +104,22 @@ TABLES = ("agent_jobs, agent_job_events, job_steps, sweep_runs, worker_heartbeat
 
 
 @pytest.fixture
+def settings_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
+    """`settings_env(NAME="value", ...)`: these SWITCHYARD_* variables for this test, read
+    into the settings at once (get_settings is cached), and the settings read afresh after."""
+    from tasks.settings import get_settings
+
+    def set_env(**env: str) -> None:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        get_settings.cache_clear()
+
+    yield set_env
+    monkeypatch.undo()
+    get_settings.cache_clear()
+
+
+@pytest.fixture
 def db() -> Iterator[None]:
     """An empty database (but for the system project) and an empty broker."""
     start_services()

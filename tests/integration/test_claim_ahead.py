@@ -17,15 +17,9 @@ from tests.integration.jobdb import job, new_job, status_history, tuples, wait_f
 
 
 @pytest.fixture
-def ahead(monkeypatch):
+def ahead(settings_env) -> None:
     """Claim ahead on (it is off by default) in this process, the session worker's."""
-    from tasks.settings import get_settings
-
-    monkeypatch.setenv("SWITCHYARD_CLAIM_AHEAD", "16")
-    get_settings.cache_clear()
-    yield
-    monkeypatch.undo()
-    get_settings.cache_clear()
+    settings_env(SWITCHYARD_CLAIM_AHEAD="16")
 
 
 def test_many_jobs_are_claimed_in_one_statement_and_a_replay_returns_the_same_claims(project):

@@ -11,7 +11,6 @@ from app.http.tokens import create_token
 from app.web import create_app
 from models.db import session_scope
 from tasks.engine import pg
-from tasks.settings import get_settings
 from tasks.startup import mail
 from tests.integration.jobdb import tuple_row
 
@@ -96,16 +95,10 @@ def test_internal_job_types_cannot_be_enqueued_over_http(client_and_token, job_t
 
 
 @pytest.fixture
-def operator(monkeypatch: pytest.MonkeyPatch):
+def operator(settings_env) -> None:
     """An operator who lets tenants send email and call deploy hooks, at most 100 mails a day."""
-    from tasks.settings import get_settings
-
-    monkeypatch.setenv("SWITCHYARD_EFFECTS_ALLOWED", "email,deploy_hook")
-    monkeypatch.setenv("SWITCHYARD_EFFECT_CAP_CEILINGS", "email=100")
-    get_settings.cache_clear()
-    yield
-    monkeypatch.undo()
-    get_settings.cache_clear()
+    settings_env(SWITCHYARD_EFFECTS_ALLOWED="email,deploy_hook",
+                 SWITCHYARD_EFFECT_CAP_CEILINGS="email=100")
 
 
 @pytest.mark.parametrize(("settings", "field", "says"), [
@@ -154,12 +147,8 @@ def _link(body: str) -> str:
 
 
 @pytest.fixture
-def public_url(monkeypatch):
-    monkeypatch.setenv("SWITCHYARD_PUBLIC_URL", "https://switchyard.example")
-    get_settings.cache_clear()
-    yield
-    monkeypatch.undo()
-    get_settings.cache_clear()
+def public_url(settings_env) -> None:
+    settings_env(SWITCHYARD_PUBLIC_URL="https://switchyard.example")
 
 
 def test_a_contact_address_gets_drips_only_once_its_reader_confirms_it(client_and_token,

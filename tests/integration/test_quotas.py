@@ -38,15 +38,9 @@ def test_projects_per_owner_stop_at_the_quota(db, monkeypatch) -> None:
 
 
 @pytest.fixture
-def quotas_of(monkeypatch):
-    """Set quotas (env name → value) for the test, settings re-read."""
-    def set_(**env: str) -> None:
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        get_settings.cache_clear()
-    yield set_
-    monkeypatch.undo()
-    get_settings.cache_clear()
+def quotas_of(settings_env):
+    """Set quotas (env name → value) for the test, settings re-read (tests/conftest.py)."""
+    return settings_env
 
 
 def _other_owners_project() -> str:

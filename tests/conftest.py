@@ -119,6 +119,26 @@ def settings_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None
     get_settings.cache_clear()
 
 
+def _end_leftover_sessions() -> None:
+    """A job of an earlier test still running on the session's worker (the tests before may
+    have enqueued any job type) can hold a lock the TRUNCATE needs, for up to the statement
+    timeout (CI once waited out all 60 s of it). Its test is over: say what it was doing
+    and end its session; its job meets a lost connection, as after a database restart."""
+    import warnings
+
+    from tasks.engine import pg
+
+    rows = pg.fetch_dicts(
+        "SELECT pid, state, now() - xact_start AS age, left(query, 200) AS query "
+        "FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND xact_start IS NOT NULL "
+        "AND xact_start < now() - interval '1 second'")
+    for row in rows:
+        warnings.warn(f"ending a leftover session that blocked the tables' TRUNCATE: {row}",
+                      stacklevel=2)
+        pg.execute("SELECT pg_terminate_backend(%s)", (row["pid"],))
+
+
 @pytest.fixture
 def db() -> Iterator[None]:
     """An empty database (but for the system project) and an empty broker."""
@@ -128,13 +148,16 @@ def db() -> Iterator[None]:
     from tasks.engine import pg
     from tests.support import broker
 
-    for attempt in range(5):  # a leftover job of an earlier test may hold a lock we need
+    for attempt in range(5):
         try:
-            pg.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+            with pg.transaction() as conn:
+                conn.execute("SET LOCAL lock_timeout = '5s'")
+                conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
             break
-        except psycopg.errors.DeadlockDetected:
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable):
             if attempt == 4:
                 raise
+            _end_leftover_sessions()
     pg.execute("INSERT INTO projects (id, owner_id, name, phase) VALUES "
                "('00000000-0000-0000-0000-000000000000', NULL, 'system', 'system')")
     broker.wipe()

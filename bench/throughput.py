@@ -1,6 +1,7 @@
 """Durable canary vs raw Celery, same broker, same database, same machine, one run.
 
     python bench/throughput.py [--jobs 5000] [--rounds 3] [--paced-seconds 10]
+                               [--by-hand] [--dbos CONCURRENCY]
 
 Services come from DATABASE_URL / BROKER_URL, or are started embedded. Both sides
 run on 2 `-P solo` worker processes with prefetch 64 (the best configuration of
@@ -9,6 +10,12 @@ and a producer that reuses its broker connection (Celery's producer pool) and,
 for the engine, one persistent database connection. Rounds alternate raw and
 durable so drift in the shared machine hits both. Prints jobs/s, steps/s, the
 ratio, enqueue p50/p99 and publish-to-start p50/p99 at 50 jobs/s.
+
+Two more sides, for an engineer choosing between these: `--by-hand`, Celery with each step
+committed to PostgreSQL by the task itself (the least a Celery user who records steps
+writes), and `--dbos N`, the same job as a DBOS Transact workflow (a durable-execution
+library on PostgreSQL: bench/dbos_side.py) on as many worker processes as the durable
+side, N workflows at once in each. Their rounds alternate with the others'.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -201,8 +209,78 @@ class Durable:
         assert row == (n * STEPS, n), f"expected {n * STEPS} durable steps of {n} jobs, got {row}"
 
 
+DBOS_VERSION = "3.4.0"
+
+
+def dbos_python() -> Path:
+    """A virtualenv of its own holding DBOS Transact (made once, kept in the user's cache),
+    so its pins never meet Switchyard's."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    venv = cache / "switchyard-bench" / f"dbos-{DBOS_VERSION}"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        print(f"making {venv} (pip install dbos=={DBOS_VERSION})", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", f"dbos=={DBOS_VERSION}"],
+                       check=True)
+    return python
+
+
+class Dbos:
+    """The same 3 checkpointed no-op steps as a DBOS Transact workflow on a DBOS queue,
+    served by worker processes of their own (bench/dbos_side.py), in the same database.
+
+    Its workers run only during its own rounds: a DBOS executor polls its queue every
+    10 ms whether or not there is work, and left running it took CPU from the other sides
+    (a first try had the durable canary at 94 jobs/s and the load at 9.9)."""
+
+    name = f"dbos workflow ({STEPS} steps)"
+
+    def __init__(self, logdir: Path, workers: int, concurrency: int) -> None:
+        self.python, self.url, self.round = dbos_python(), os.environ["DATABASE_URL"], 0
+        self.logdir, self.workers, self.concurrency = logdir, workers, concurrency
+
+    def _script(self, *args: str) -> list[str]:
+        return [str(self.python), str(ROOT / "bench" / "dbos_side.py"), *args]
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        procs: list[subprocess.Popen] = []
+        try:
+            for n in range(self.workers):  # one at a time: the first launch makes the schema
+                with open(self.logdir / f"dbos-{self.round}-{n}.log", "w") as log:
+                    proc = subprocess.Popen(self._script("worker", self.url, str(self.concurrency)),
+                                            stdout=subprocess.PIPE, stderr=log, text=True)
+                procs.append(proc)
+                lines = iter(proc.stdout.readline, "") if proc.stdout else iter(())
+                if not any(line.strip() == "ready" for line in lines):
+                    raise RuntimeError(f"a DBOS worker did not start; see {self.logdir}")
+            yield
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                try:
+                    p.wait(20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+    def run_burst(self, n: int) -> float:
+        """Its own process enqueues through DBOSClient and waits (DBOS is not importable
+        here); the rate covers the same span as the other sides' (first enqueue to last
+        job done). The workers' and the client's start are outside it."""
+        self.round += 1
+        with self.serving():
+            out = subprocess.run(self._script("burst", self.url, str(n),
+                                              f"{os.getpid()}-{self.round}"),
+                                 check=True, capture_output=True, text=True, timeout=3600)
+        return float(out.stdout.split()[-1])
+
+
 def burst(side, n: int) -> tuple[float, list[float]]:
     """Submit n as fast as possible; return (jobs/s end to end, enqueue latencies)."""
+    if isinstance(side, Dbos):
+        return side.run_burst(n), []
     side.reset()
     latencies = []
     t0 = time.perf_counter()
@@ -251,6 +329,11 @@ def main() -> None:
     parser.add_argument("--by-hand", action="store_true",
                         help="a third side on the raw workers: each step committed to "
                              "PostgreSQL by hand (the durable minimum, without the engine)")
+    parser.add_argument("--dbos", type=int, default=0, metavar="CONCURRENCY",
+                        help="a fourth side: the same job as a DBOS Transact workflow, on as "
+                             "many DBOS worker processes as the durable side, each running "
+                             "up to CONCURRENCY workflows at once (pip installs dbos into a "
+                             "virtualenv of its own in ~/.cache the first time)")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         setup_services(stack)
@@ -258,7 +341,8 @@ def main() -> None:
         start_workers(stack, logdir, args.raw_workers, args.durable_workers)
         raw, durable = Raw(), Durable()
         durable.batch = args.batch
-        sides = [raw, durable, *([ByHand()] if args.by_hand else [])]
+        sides = [raw, durable, *([ByHand()] if args.by_hand else []),
+                 *([Dbos(logdir, args.durable_workers, args.dbos)] if args.dbos else [])]
         for side in sides:
             burst(side, 200)  # warm up connections and prepared statements
         rates: dict[str, list[float]] = {side.name: [] for side in sides}
@@ -270,10 +354,11 @@ def main() -> None:
                 enq[side.name] += lat
                 print(f"round {r + 1}: {side.name:<32} {rate:7.0f} jobs/s", flush=True)
         report(raw, durable, rates, enq, args)
-        if args.by_hand:
-            hand = statistics.median(rates[sides[2].name])
-            print(f"{sides[2].name}: {hand:7.0f} jobs/s; ratio durable/by hand: "
-                  f"{statistics.median(rates[durable.name]) / hand:.2f}")
+        ours = statistics.median(rates[durable.name])
+        for side in sides[2:]:
+            theirs = statistics.median(rates[side.name])
+            print(f"{side.name}: {theirs:7.0f} jobs/s; ratio durable canary/{side.name}: "
+                  f"{ours / theirs:.2f}")
 
 
 def report(raw, durable, rates, enq, args) -> None:

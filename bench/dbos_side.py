@@ -24,9 +24,9 @@ from dbos import DBOS, DBOSClient
 
 QUEUE = "bench"
 STEPS = 3
-# DBOS's default poll is 1 s, which caps a burst at a few hundred jobs a second however
-# fast the rest is; 10 ms is the fastest setting that still leaves the database idle
-# between rounds, and what a user tuning DBOS for short jobs would pick.
+# DBOS's default poll is 1 s, which caps a burst whatever the rest costs; a user tuning
+# DBOS for short jobs lowers it. It polls this often even when idle, so bench/throughput.py
+# runs these workers only during DBOS's own rounds.
 POLL_SECONDS = 0.01
 
 

@@ -57,6 +57,17 @@ def setup_services(stack: contextlib.ExitStack) -> None:
                        "SWITCHYARD_LOG_LEVEL": "WARNING"})
 
 
+def stop_all(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM to all at once (they stop in parallel), then a kill for any still up after 20 s."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def start_workers(stack: contextlib.ExitStack, logdir: Path, raw_workers: int = WORKERS,
                   durable_workers: int = WORKERS, threads: int = 0) -> None:
     """`threads` > 0: the durable workers run a threads pool of that many threads with
@@ -76,16 +87,7 @@ def start_workers(stack: contextlib.ExitStack, logdir: Path, raw_workers: int = 
         procs.append(subprocess.Popen([*cmd, "-n", f"bench{n}@%h"], cwd=ROOT, stdout=log,
                                       stderr=subprocess.STDOUT))
 
-    def stop() -> None:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-
-    stack.callback(stop)
+    stack.callback(stop_all, procs)
     time.sleep(4)  # workers connect and start consuming
 
 
@@ -257,13 +259,7 @@ class Dbos:
                     raise RuntimeError(f"a DBOS worker did not start; see {self.logdir}")
             yield
         finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                try:
-                    p.wait(20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            stop_all(procs)
 
     def run_burst(self, n: int) -> float:
         """Its own process enqueues through DBOSClient and waits (DBOS is not importable

@@ -14,6 +14,7 @@ import os
 import tempfile
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -124,8 +125,6 @@ def _end_leftover_sessions() -> None:
     have enqueued any job type) can hold a lock the TRUNCATE needs, for up to the statement
     timeout (CI once waited out all 60 s of it). Its test is over: say what it was doing
     and end its session; its job meets a lost connection, as after a database restart."""
-    import warnings
-
     from tasks.engine import pg
 
     rows = pg.fetch_dicts(
@@ -151,6 +150,9 @@ def db() -> Iterator[None]:
     for attempt in range(5):
         try:
             with pg.transaction() as conn:
+                # The thread's connection may be the web's (a 5 s statement timeout): wait
+                # for the lock only, and never longer than 5 s.
+                conn.execute("SET LOCAL statement_timeout = 0")
                 conn.execute("SET LOCAL lock_timeout = '5s'")
                 conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
             break

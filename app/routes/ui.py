@@ -19,6 +19,7 @@ from flask import Blueprint, Flask, Response, redirect, render_template, request
 from flask.sansio.blueprints import BlueprintSetupState
 
 from app.http.auth import SESSION_CSRF, SESSION_TOKEN_HASH, authenticate, csrf_matches
+from app.http.cookie_sessions import CookieSessions
 from app.http.errors import ApiError
 from app.http.tokens import caller_for_digest, hash_token
 from app.http.web_sessions import SESSION_ID, caller_for_session
@@ -42,6 +43,7 @@ def _configure_sessions(state: BlueprintSetupState) -> None:
     settings = get_settings()
     # Its own key, derived: the cookie signer never holds the master secret (tasks.services.keys).
     app.secret_key = derived_key(settings, "web-session/v1").hex()
+    app.session_interface = CookieSessions()
     app.config.update(SESSION_COOKIE_NAME="switchyard_session", SESSION_COOKIE_HTTPONLY=True,
                       SESSION_COOKIE_SAMESITE="Lax",
                       SESSION_COOKIE_SECURE=settings.secure_cookies,

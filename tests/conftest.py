@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import tempfile
 import time
 import uuid
@@ -92,6 +93,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     from tasks.engine import lifecycle
 
     lifecycle.stop_heartbeat()
+    if "app.streams.hub" in sys.modules:
+        # A test's stream started the web's event hub, still polling: ended before the
+        # session's database is dropped, or the drop's FORCE ends its connection and its
+        # "lost its connection" traceback, printed after the summary, reads like a failure.
+        sys.modules["app.streams.hub"].hub.stop()
     if _services is not None:
         _services.stack.close()
 

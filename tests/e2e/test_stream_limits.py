@@ -96,13 +96,19 @@ def _sse(web: Web) -> tuple[threading.Event, threading.Event]:
     connected, stop = threading.Event(), threading.Event()
 
     def run() -> None:
-        with httpx.stream("GET", f"{web.base}/api/projects/{web.project}/events",
-                          headers=web.headers(), timeout=30) as r:
-            assert r.status_code == 200
-            connected.set()
-            for _ in r.iter_lines():
-                if stop.is_set():
-                    return
+        try:
+            with httpx.stream("GET", f"{web.base}/api/projects/{web.project}/events",
+                              headers=web.headers(), timeout=30) as r:
+                assert r.status_code == 200
+                connected.set()
+                for _ in r.iter_lines():
+                    if stop.is_set():
+                        return
+        except httpx.TransportError:
+            # A stopped client still waiting for its next line sees the web go at the
+            # fixture's end ("peer closed connection"): that is not the test's failure.
+            if not stop.is_set():
+                raise
 
     threading.Thread(target=run, daemon=True).start()
     assert connected.wait(10)

@@ -29,7 +29,6 @@ from tasks.coding.sandbox import (
 )
 from tasks.coding.tools import run_tool
 from tasks.coding.workspace import Workspace, nested_repositories
-from tasks.settings import get_settings
 from tests.conftest import wait_until
 
 POLICY = RunPolicy(timeout_seconds=20, memory_mb=1024, output_chars=5000)
@@ -88,17 +87,13 @@ def test_a_command_past_its_timeout_dies_with_everything_it_started(ws: Workspac
 
 
 @pytest.fixture
-def no_unshare(monkeypatch) -> Iterator[None]:
+def no_unshare(monkeypatch, settings_env) -> None:
     """A worker without bubblewrap or util-linux's unshare whose operator accepted the weaker
     fence."""
     real_which = shutil.which
     monkeypatch.setattr(sandbox.shutil, "which", lambda name, *a, **k:
                         None if name in ("unshare", "bwrap") else real_which(name))
-    monkeypatch.setenv("SWITCHYARD_CODE_SANDBOX_SAME_USER", "1")
-    get_settings.cache_clear()
-    yield
-    monkeypatch.undo()
-    get_settings.cache_clear()
+    settings_env(SWITCHYARD_CODE_SANDBOX_SAME_USER="1")
 
 
 def test_a_command_that_closes_its_output_still_meets_the_timeout(ws: Workspace) -> None:
@@ -231,12 +226,11 @@ FETCH = ("env -u no_proxy -u NO_PROXY python3 -c \"import urllib.request as u, u
 
 
 def test_network_when_the_project_allows_it_goes_through_the_egress_guard(
-        ws: Workspace, listener, monkeypatch) -> None:
+        ws: Workspace, listener, settings_env) -> None:
     # Issue 23: "network mode gives the code sandbox the host network with no egress guard".
     port, received = listener
     online = policy(network=True, timeout_seconds=60)
-    monkeypatch.setenv("SWITCHYARD_EGRESS_ALLOW", "")  # the shipped default: nothing internal
-    get_settings.cache_clear()
+    settings_env(SWITCHYARD_EGRESS_ALLOW="")  # the shipped default: nothing internal
     # The machine's loopback (PostgreSQL, Redis, the worker's own services) is not there
     direct = run_command(ws.root, CONNECT.format(port=port), online)
     assert direct.exit_code != 0 and "connected" not in direct.output, direct.output
@@ -249,16 +243,10 @@ def test_network_when_the_project_allows_it_goes_through_the_egress_guard(
     assert "status 200" in registry.output, registry.output
     # And a host the operator allows is still reached on the web's ports only: its other
     # services (a database, a cache) stay closed to sandboxes
-    monkeypatch.setenv("SWITCHYARD_EGRESS_ALLOW", "127.0.0.1")
-    get_settings.cache_clear()
-    try:
-        other = run_command(ws.root, FETCH.format(url=f"http://127.0.0.1:{port}/x"), online)
-        assert f"status 403 egress refused: port {port} is not one" in other.output, \
-            other.output
-        assert received == []
-    finally:
-        monkeypatch.undo()
-        get_settings.cache_clear()
+    settings_env(SWITCHYARD_EGRESS_ALLOW="127.0.0.1")
+    other = run_command(ws.root, FETCH.format(url=f"http://127.0.0.1:{port}/x"), online)
+    assert f"status 403 egress refused: port {port} is not one" in other.output, other.output
+    assert received == []
 
 
 def test_without_unshare_a_command_that_must_not_have_network_is_refused(

@@ -315,35 +315,22 @@ def test_websockets_do_not_take_the_cookie(browser: FlaskClient) -> None:
     ("https://switchyard.example.com", "false", False),  # an explicit setting still wins
 ], ids=["https", "http", "unset", "explicit-off"])
 def test_the_cookie_is_https_only_when_the_public_url_is_https(
-        db: None, monkeypatch: pytest.MonkeyPatch, public_url: str, override: str | None,
-        secure: bool) -> None:
-    monkeypatch.setenv("SWITCHYARD_PUBLIC_URL", public_url)
-    if override is None:
-        monkeypatch.delenv("SWITCHYARD_SECURE_COOKIES", raising=False)
-    else:
-        monkeypatch.setenv("SWITCHYARD_SECURE_COOKIES", override)
-    get_settings.cache_clear()
-    try:
-        app = create_app()
-        set_cookie = app.test_client().get("/").headers["Set-Cookie"]
-    finally:
-        monkeypatch.undo()
-        get_settings.cache_clear()
+        db: None, monkeypatch: pytest.MonkeyPatch, settings_env, public_url: str,
+        override: str | None, secure: bool) -> None:
+    monkeypatch.delenv("SWITCHYARD_SECURE_COOKIES", raising=False)
+    settings_env(SWITCHYARD_PUBLIC_URL=public_url,
+                 **({} if override is None else {"SWITCHYARD_SECURE_COOKIES": override}))
+    app = create_app()
+    set_cookie = app.test_client().get("/").headers["Set-Cookie"]
     assert app.config["SESSION_COOKIE_SECURE"] is secure
     assert ("; Secure" in set_cookie) is secure, set_cookie
 
 
 @pytest.mark.parametrize("bad", ["switchyard.example.com", "ftp://x.example", "https://"])
-def test_a_public_url_that_is_no_http_address_is_refused(monkeypatch: pytest.MonkeyPatch,
-                                                          bad: str) -> None:
-    monkeypatch.setenv("SWITCHYARD_PUBLIC_URL", bad)
-    get_settings.cache_clear()
-    try:
-        with pytest.raises(SettingsError, match="SWITCHYARD_PUBLIC_URL"):
-            get_settings()
-    finally:
-        monkeypatch.undo()
-        get_settings.cache_clear()
+def test_a_public_url_that_is_no_http_address_is_refused(settings_env, bad: str) -> None:
+    settings_env(SWITCHYARD_PUBLIC_URL=bad)
+    with pytest.raises(SettingsError, match="SWITCHYARD_PUBLIC_URL"):
+        get_settings()
 
 
 def test_the_signing_key_is_made_once_per_data_dir_and_kept(tmp_path: Path) -> None:

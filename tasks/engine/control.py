@@ -57,10 +57,10 @@ def _follow(m: Finished, cascade: bool) -> None:
     if m.status in fair.FREES_PLACE:
         # The owner has a place free: its next job goes out (chosen by the move's own
         # statement when a run finished, tasks.engine.store.finish).
-        if m.refilled is None:
-            fair.refill(m.project_id)
         for job_id, queue, priority in m.refilled or ():
             dispatch_quietly(job_id, queue, priority)
+        if m.refilled is None or m.more_room:
+            fair.refill(m.project_id)
 
 
 # Queued and waiting jobs in the tree are canceled at once; running ones are

@@ -441,18 +441,24 @@ WITH job AS (
     SELECT p.id FROM projects p
     WHERE %(cap)s::int > 0 AND (SELECT status FROM job) IN {sql_list(fair.FREES_PLACE)}
       AND p.owner_id = {_JOB_OWNER}
-), room AS MATERIALIZED (  -- + 1: the statement's snapshot still counts this job's place
+), free AS MATERIALIZED (  -- + 1: the statement's snapshot still counts this job's place
     SELECT GREATEST(%(cap)s::int + 1 - {fair.held_by(_JOB_OWNER)}, 0) AS n
+), room AS (  -- the move frees one place: one job here, any more by the owner's refill
+    SELECT LEAST(n, 1) AS n FROM free
 ), pick AS ({fair.PICK}
 ), refill AS (
-    UPDATE agent_jobs r SET dispatched_at = now() WHERE r.id = ANY(ARRAY(SELECT id FROM pick))
+    -- By its key, a scalar: a worker's connection keeps this statement's generic plan,
+    -- made on its first jobs, and `= ANY(<an array of unknown length>)` planned there on a
+    -- small table was a pass over agent_jobs that every later finish repeated (issue 26).
+    UPDATE agent_jobs r SET dispatched_at = now() WHERE r.id = (SELECT id FROM pick)
     RETURNING r.id, r.queue, r.priority
 )
 SELECT {_FINISHED_COLUMNS}, (SELECT COALESCE(jsonb_agg(jsonb_build_array(id, queue, priority)),
-                                           '[]'::jsonb) FROM refill) AS refilled
+                                           '[]'::jsonb) FROM refill) AS refilled,
+    EXISTS (SELECT 1 FROM mine) AND (SELECT n FROM free) > 1 AS more_room
 FROM job
 UNION ALL  -- a replay: its refill landed with it, or is the owner's refill's to do now
-SELECT {_FINISHED_COLUMNS}, NULL::jsonb FROM agent_jobs
+SELECT {_FINISHED_COLUMNS}, NULL::jsonb, false FROM agent_jobs
 WHERE id = %(id)s AND claim_token = %(token)s AND write_seq = %(wseq)s::int
   AND status <> 'running'
 """
@@ -478,6 +484,9 @@ class Finished:
     # The owner's jobs the move published in its own statement (job id, queue, priority);
     # None: not done there (another mover, or a replayed finish): the owner's refill's.
     refilled: tuple[tuple[uuid.UUID, str, int], ...] | None = None
+    # The owner had room for more than the one job the statement publishes: the owner's
+    # refill publishes the rest (after a raised cap, say).
+    more_room: bool = False
 
     @classmethod
     def of(cls, row: dict[str, Any], was: JobStatus = S.RUNNING, **extra: Any) -> Finished:
@@ -514,9 +523,10 @@ def finish(
     row = pg.persist_one(FINISHES[_deferred(pending)], params | {"cap": fair.cap()})
     if row is None:
         return None
-    refilled = row.pop("refilled")
-    return Finished.of(row, countdown=delay, refilled=None if refilled is None else tuple(
-        (uuid.UUID(i), q, int(p)) for i, q, p in refilled))
+    refilled, more_room = row.pop("refilled"), row.pop("more_room")
+    return Finished.of(row, countdown=delay, more_room=more_room,
+                       refilled=None if refilled is None else tuple(
+                           (uuid.UUID(i), q, int(p)) for i, q, p in refilled))
 
 
 def peek_queue(job_id: uuid.UUID | str) -> tuple[str, int] | None:

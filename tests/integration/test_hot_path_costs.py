@@ -4,7 +4,11 @@ an owner's refill reads a few index entries, not its whole backlog."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
+
+import psycopg
 
 from tasks.engine import fair, pg
 
@@ -64,6 +68,88 @@ def test_the_refill_publishes_the_highest_priority_then_the_oldest(project):
     rows = pg.fetch_dicts("SELECT idempotency_key FROM agent_jobs WHERE id = ANY(%s) "
                           "ORDER BY idempotency_key", (list(keys),))
     assert [r["idempotency_key"] for r in rows] == ["k1", "k2", "k30", "k40"]
+
+
+@contextlib.contextmanager
+def generic_plans() -> Iterator[list[str]]:
+    """The engine's connection planning each statement without its parameters' values, as a
+    worker's long-lived connection does after a statement's first five runs (psycopg
+    prepares each at its first use); the plans, as auto_explain reports them, in the list."""
+    plans: list[str] = []
+    conn = pg.connection()
+    conn.execute("LOAD 'auto_explain'")
+    for setting in ("plan_cache_mode = force_generic_plan", "auto_explain.log_min_duration = 0",
+                    "auto_explain.sample_rate = 1", "auto_explain.log_level = notice",
+                    "client_min_messages = notice"):
+        conn.execute(f"SET {setting}")
+
+    def handler(diag: psycopg.errors.Diagnostic) -> None:
+        plans.append(diag.message_primary or "")
+
+    conn.add_notice_handler(handler)
+    try:
+        yield plans
+    finally:
+        conn.remove_notice_handler(handler)
+        pg.reset()  # the next test gets a connection with the usual settings
+
+
+def _held_back(project: str, running: int, published: int, unpublished: int
+               ) -> tuple[list, list]:
+    """An owner's jobs: `running` claimed, `published` more queued and dispatched, and
+    `unpublished` held back: (the claims, the held-back ids in the order they go)."""
+    from tasks.engine import store
+    from tests.integration.jobdb import new_job
+
+    ids = [new_job(project, payload={"steps": 1}, publish=False)
+           for _ in range(running + published)]
+    pg.execute("UPDATE agent_jobs SET dispatched_at = now() WHERE id = ANY(%s)", (ids,))
+    claims = [store.claim(i, "test-worker") for i in ids[:running]]
+    assert all(claims)
+    held = [new_job(project, payload={"steps": 1}, publish=False) for _ in range(unpublished)]
+    pg.execute("UPDATE agent_jobs SET dispatched_at = NULL WHERE id = ANY(%s)", (held,))
+    return claims, held
+
+
+def test_a_finish_reads_the_owners_next_job_by_its_key_whatever_its_plan(project):
+    # Issue 26: a worker's connection keeps the generic plan of its finish statement, made
+    # on its first jobs while the table was small (PostgreSQL assumes 10 pages for a table
+    # never vacuumed): `id = ANY(ARRAY(...))` of an array of unknown length was planned as a
+    # pass over agent_jobs, repeated by every later finish on the grown table (0.3 of a
+    # 0.5 ms finish with 1,700 jobs; bench/costs.py; 1.0 -> 0.55 ms a finish at 3,200).
+    from tasks.engine import store
+    from tasks.engine.status import JobStatus
+    from tests.conftest import in_process_worker_paused
+
+    with in_process_worker_paused():
+        (claimed,), held = _held_back(project, 1, 15, 1)  # 16 places of 16 taken
+        with generic_plans() as plans:
+            done = store.finish(store.Owner(claimed.id, claimed.token), 1,
+                                JobStatus.COMPLETED, None)
+    assert done is not None and done.refilled is not None and not done.more_room
+    assert [r[0] for r in done.refilled] == held
+    (finish,) = [p for p in plans if "refill AS (" in p]
+    assert "Seq Scan on agent_jobs" not in finish, finish
+
+
+def test_a_finish_with_room_for_more_than_one_job_leaves_the_rest_to_the_owners_refill(
+        project):
+    # The finish publishes one job (it frees one place); an owner with more room (a raised
+    # cap, a place freed by a move that published nothing) gets the rest from its refill.
+    from tasks.engine import control, store
+    from tasks.engine.status import JobStatus
+    from tests.conftest import in_process_worker_paused
+
+    with in_process_worker_paused():
+        (claimed,), held = _held_back(project, 1, 13, 3)  # 14 places of 16 taken
+        done = store.finish(store.Owner(claimed.id, claimed.token), 1, JobStatus.COMPLETED,
+                            None)
+        assert done is not None and done.refilled is not None and done.more_room
+        assert [r[0] for r in done.refilled] == held[:1]
+        control.after_transition(done)
+    published = pg.fetch_dicts("SELECT id FROM agent_jobs WHERE id = ANY(%s) "
+                               "AND dispatched_at IS NOT NULL", (held,))
+    assert {r["id"] for r in published} == set(held)  # 13 + 3 = 16 places of 16
 
 
 def test_writing_events_sends_no_notification(db):

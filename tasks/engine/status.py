@@ -52,15 +52,17 @@ def sources_of(new: JobStatus) -> frozenset[JobStatus]:
     return frozenset(old for old, nxt in TRANSITIONS.items() if new in nxt)
 
 
-def guard(old: JobStatus | frozenset[JobStatus] | set[JobStatus], new: JobStatus) -> str:
-    """SQL predicate `status IN (...)` for a compare-and-set to `new`, checked against the table."""
+def guard(old: JobStatus | frozenset[JobStatus] | set[JobStatus], new: JobStatus,
+          column: str = "status") -> str:
+    """SQL predicate `status IN (...)` for a compare-and-set to `new`, checked against the table
+    (`column`: how the statement reads the status, tasks.engine.sql.keyed_status)."""
     olds = {old} if isinstance(old, JobStatus) else set(old)
     if not olds:
         raise IllegalTransition(f"no source status given for -> {new}")
     for o in olds:
         if not can_transition(o, new):
             raise IllegalTransition(f"{o} -> {new} is not a legal job transition")
-    return "status IN (" + ", ".join(f"'{o.value}'" for o in sorted(olds)) + ")"
+    return f"{column} IN (" + ", ".join(f"'{o.value}'" for o in sorted(olds)) + ")"
 
 
 def sql_list(statuses: frozenset[JobStatus] | set[JobStatus]) -> str:

@@ -24,6 +24,7 @@ from tasks.engine.sql import (
     MOVED_COLUMNS,
     compact,
     due,
+    keyed_status,
     lit,
     moved_columns,
     owns_run,
@@ -120,7 +121,7 @@ WITH claimed AS (
         claim_token = %(token)s, write_seq = 0,
         locked_at = now(), heartbeat_at = now(), started_at = COALESCE(started_at, now()),
         updated_at = now()
-    WHERE id = %(id)s AND {guard(S.QUEUED, S.RUNNING)} AND {due()}
+    WHERE id = %(id)s AND {guard(S.QUEUED, S.RUNNING, keyed_status())} AND {due(keyed=True)}
       AND <concurrency>
     RETURNING id, project_id, job_type, payload, attempts, max_attempts, timeout_seconds,
         cancel_requested, locked_at, free_retries, free_retry_since
@@ -167,7 +168,8 @@ WITH want AS (SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS w(id,
         locked_by = %(worker)s, claim_token = w.token, write_seq = 0, locked_at = now(),
         heartbeat_at = now(), started_at = COALESCE(j.started_at, now()), updated_at = now()
     FROM want w
-    WHERE j.id = w.id AND j.{guard(S.QUEUED, S.RUNNING)} AND {due("j")}
+    WHERE j.id = w.id AND {guard(S.QUEUED, S.RUNNING, keyed_status("j"))}
+      AND {due("j", keyed=True)}
       AND j.concurrency_key IS NULL
     RETURNING j.id, j.project_id, j.job_type, j.payload, j.attempts, j.max_attempts,
         j.timeout_seconds, j.cancel_requested, j.locked_at, j.free_retries,
@@ -180,7 +182,7 @@ WITH want AS (SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS w(id,
         j.timeout_seconds, j.cancel_requested, j.locked_at, j.free_retries,
         j.free_retry_since, w.token
     FROM agent_jobs j JOIN want w ON j.id = w.id AND j.claim_token = w.token
-    WHERE j.status = 'running' AND j.write_seq = 0
+    WHERE {keyed_status("j")} = 'running' AND j.write_seq = 0
 )
 SELECT c.id, c.project_id, c.job_type, c.payload, c.attempts AS attempt, c.max_attempts,
     c.timeout_seconds, c.cancel_requested, c.locked_at, c.free_retries, c.token,
@@ -200,7 +202,7 @@ WITH back AS (
     UPDATE agent_jobs j SET status = 'queued', attempts = j.attempts - 1, run_after = now(),
         dispatched_at = now(), updated_at = now()
     FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS w(id, token)
-    WHERE j.id = w.id AND j.claim_token = w.token AND j.status = 'running'
+    WHERE j.id = w.id AND j.claim_token = w.token AND {keyed_status("j")} = 'running'
       AND j.write_seq = 0
     RETURNING {moved_columns("j")}
 ), ev AS ({status_event("back", lit("queued"), lit("running"), lit(HANDED_BACK))}
@@ -430,7 +432,7 @@ WITH job AS (
         wake_at = %(wake_at)s::timestamptz, wait_for = %(wait_for)s::uuid[],
         wait_reason = %(wait_reason)s::text, wait_any = %(wait_any)s::bool,
         wait_approvals = %(wait_approvals)s::uuid[]
-    WHERE {owns_run()} AND {guard(S.RUNNING, S.COMPLETED)}
+    WHERE {owns_run()} AND {guard(S.RUNNING, S.COMPLETED, keyed_status())}
     RETURNING {_FINISHED_COLUMNS}
 ), done AS (<DONE>), ev AS (  -- the job's move, carrying its last step's outcome
     INSERT INTO agent_job_events (job_id, project_id, type, message, data)

@@ -154,6 +154,35 @@ def test_a_claim_finds_its_job_by_key_with_a_backlog_the_statistics_never_saw(pr
     assert "Seq Scan on agent_jobs" not in claim, claim
 
 
+def test_an_owners_places_are_counted_through_its_own_projects_only(project):
+    # The fair share counts an owner's places at each enqueue and each finish. Planned on
+    # a small table, the count read every place of every owner (ix_agent_jobs_holding
+    # whole, then a join to the owner's projects): a cost that grew with the other owners.
+    import uuid
+
+    from tasks.engine import store
+    from tests.conftest import in_process_worker_paused
+    from tests.integration.jobdb import new_job
+
+    other_owner, other = str(uuid.uuid4()), str(uuid.uuid4())
+    pg.execute("INSERT INTO owners (id, name) VALUES (%s, 'other')", (other_owner,))
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'other')",
+               (other, other_owner))
+    _backlog(other, 400, 400)  # another owner's 400 places, all published
+    with in_process_worker_paused(), generic_plans() as plans:
+        job = new_job(project, payload={"steps": 1}, publish=False)
+        claimed = store.claim(job, "test-worker")
+        assert claimed is not None
+        store.finish(store.Owner(claimed.id, claimed.token), 1, store.S.COMPLETED, None)
+    counts = [p for p in plans if "WITH ins AS" in p or "refill AS (" in p]
+    assert len(counts) == 2, plans
+    for plan in counts:
+        # the places are read by project, through the holding index: 1 page, not 400 places
+        places = plan.split("on agent_jobs h ", 1)[1].split("\n")
+        assert "using ix_agent_jobs_holding" in plan, plan
+        assert places[1].strip() == "Index Cond: (project_id = hp.id)", plan
+
+
 def test_a_finish_with_room_for_more_than_one_job_leaves_the_rest_to_the_owners_refill(
         project):
     # The finish publishes one job (it frees one place); an owner with more room (a raised

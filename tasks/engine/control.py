@@ -12,6 +12,7 @@ from tasks.engine.dispatch import dispatch_quietly
 from tasks.engine.sql import (
     MOVED_COLUMNS,
     due,
+    keyed_status,
     lit,
     moved_columns,
     ready_to_resume,
@@ -102,7 +103,7 @@ WITH job AS (
     UPDATE agent_jobs SET status = 'queued', attempts = 0, run_after = now(), completed_at = NULL,
         dispatched_at = now(), cancel_requested = false, free_retries = 0,
         free_retry_since = NULL, updated_at = now()
-    WHERE id = %(id)s AND {guard(S.FAILED, S.QUEUED)}
+    WHERE id = %(id)s AND {guard(S.FAILED, S.QUEUED, keyed_status())}
     RETURNING {MOVED_COLUMNS}
 ), ev AS ({status_event("job", lit("queued"), lit("failed"))})
 SELECT * FROM job

@@ -36,7 +36,7 @@ def held_by(owner: str) -> str:
     a join): each count is an index scan of ix_agent_jobs_holding on its project_id. As a
     join, a plan made on a small table (the hot path's statements are prepared once per
     connection) read the places of every owner at each enqueue and finish."""
-    return (f"(SELECT COALESCE(sum(hn.n), 0) FROM projects hp CROSS JOIN LATERAL "
+    return (f"(SELECT COALESCE(sum(hn.n), 0)::bigint FROM projects hp CROSS JOIN LATERAL "
             f"(SELECT count(*) AS n FROM agent_jobs h WHERE h.project_id = hp.id "
             f"AND {HOLDS_PLACE}) hn WHERE hp.owner_id = {owner})")
 

@@ -21,7 +21,7 @@ import uuid
 from typing import Any
 
 from tasks.engine import pg
-from tasks.engine.sql import MOVED_COLUMNS, lit, status_event
+from tasks.engine.sql import MOVED_COLUMNS, keyed_status, lit, status_event
 from tasks.engine.status import JobStatus, guard
 from tasks.settings import get_settings
 
@@ -92,11 +92,11 @@ def released(token: uuid.UUID) -> None:
         _runs.pop(token, None)
 
 
-HEARTBEAT = """
+HEARTBEAT = f"""
 WITH beat AS (
     UPDATE agent_jobs j SET heartbeat_at = now()
     FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS r(id, token)
-    WHERE j.id = r.id AND j.claim_token = r.token AND j.status = 'running'
+    WHERE j.id = r.id AND j.claim_token = r.token AND {keyed_status("j")} = 'running'
     RETURNING 1
 )
 INSERT INTO worker_heartbeats (worker, hostname, pid, queues, running, last_seen_at)

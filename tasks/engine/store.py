@@ -452,12 +452,13 @@ WITH job AS (
     -- By its key, a scalar: a worker's connection keeps this statement's generic plan,
     -- made on its first jobs, and `= ANY(<an array of unknown length>)` planned there on a
     -- small table was a pass over agent_jobs that every later finish repeated (issue 26).
-    UPDATE agent_jobs r SET dispatched_at = now() WHERE r.id = (SELECT id FROM pick)
+    UPDATE agent_jobs r SET dispatched_at = now() WHERE r.id = (SELECT id FROM pick LIMIT 1)
     RETURNING r.id, r.queue, r.priority
 )
 SELECT {_FINISHED_COLUMNS}, (SELECT COALESCE(jsonb_agg(jsonb_build_array(id, queue, priority)),
                                            '[]'::jsonb) FROM refill) AS refilled,
-    EXISTS (SELECT 1 FROM mine) AND (SELECT n FROM free) > 1 AS more_room
+    -- more room and a job published: there may be more to publish (none published: none)
+    EXISTS (SELECT 1 FROM refill) AND (SELECT n FROM free) > 1 AS more_room
 FROM job
 UNION ALL  -- a replay: its refill landed with it, or is the owner's refill's to do now
 SELECT {_FINISHED_COLUMNS}, NULL::jsonb, false FROM agent_jobs

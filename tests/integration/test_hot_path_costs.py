@@ -136,8 +136,9 @@ def test_a_finish_reads_the_owners_next_job_by_its_key_whatever_its_plan(project
 def test_a_claim_finds_its_job_by_key_with_a_backlog_the_statistics_never_saw(project):
     # Issue 26: statistics taken when few jobs were queued make `status = 'queued'` look as
     # selective as the primary key; a claim planned on them (and kept: prepared statements)
-    # went through ix_agent_jobs_status_type and walked the whole backlog at every claim
-    # (0.19 of a 0.33 ms claim at 3,000 queued; quadratic in a burst).
+    # went through an index on status (ix_agent_jobs_status_type in bench/costs.py: 0.19 of
+    # a 0.33 ms claim at 3,000 queued; ix_agent_jobs_ready here: 0.5 ms, 643 buffers for 300)
+    # and walked the whole backlog at every claim: quadratic in a burst.
     from tasks.engine import store
     from tests.conftest import in_process_worker_paused
 

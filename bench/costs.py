@@ -1,11 +1,12 @@
 """What one durable job costs: CPU per process class, commits, rows, events and WAL bytes.
 
     python bench/costs.py [--jobs 2000] [--steps 3] [--workers 2] [--threads N]
-                          [--claim-ahead N]
+                          [--claim-ahead N] [--owners N]
 
 Runs `--jobs` canaries of `--steps` steps through real workers (`celery -P solo`,
 prefetch 64, as bench/throughput.py) after a warm-up, and divides what moved by the
-number of jobs:
+number of jobs (`--owners N`: spread round-robin over N owners, each with its own fair
+share, as bench/throughput.py --owners):
 
 - CPU per job of the producer (this process: enqueue), the workers, PostgreSQL (every
   `postgres` process: backends, WAL writer, checkpointer) and Redis, from /proc;
@@ -134,7 +135,7 @@ def report(moved: dict[str, float], args: argparse.Namespace, load: str) -> None
             else "-P solo --prefetch-multiplier 64")
     ahead = os.environ.get("SWITCHYARD_CLAIM_AHEAD", "default")
     print(f"{args.jobs} canaries of {args.steps} steps, {args.workers} x celery {pool}, "
-          f"claim ahead {ahead}; {load}")
+          f"claim ahead {ahead}, {args.owners} owner(s); {load}")
     cpu = {k[4:]: v for k, v in moved.items() if k.startswith("cpu ")}
     print("CPU per job (ms): " + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in cpu.items())
           + f", total {sum(cpu.values()) * 1e3:.2f}")
@@ -154,6 +155,8 @@ def main() -> None:
                              "(`switchyard worker`'s pool) instead of solo")
     parser.add_argument("--claim-ahead", type=int, default=None,
                         help="SWITCHYARD_CLAIM_AHEAD for the workers (0: off)")
+    parser.add_argument("--owners", type=int, default=1,
+                        help="spread the jobs over this many owners (each its own fair share)")
     args = parser.parse_args()
     if args.claim_ahead is not None:
         os.environ["SWITCHYARD_CLAIM_AHEAD"] = str(args.claim_ahead)
@@ -171,6 +174,7 @@ def main() -> None:
         workers += [c for w in workers for c in children_of(w)]
         classes = process_classes(workers)
         durable = Durable()
+        durable.owners = args.owners
         burst(durable, 200)  # warm up connections and prepared statements
         load = load_and_steal()
         report(measure(durable, args.jobs, classes), args, load)

@@ -39,23 +39,8 @@ from bench.costs import (  # noqa: E402
     pids_named,
     process_classes,
 )
+from bench.history import History  # noqa: E402
 from bench.throughput import Durable, burst, setup_services, start_workers  # noqa: E402
-
-HISTORY_JOB = """
-INSERT INTO agent_jobs (id, project_id, job_type, idempotency_key, status, attempts,
-    started_at, completed_at, result, dispatched_at)
-SELECT gen_random_uuid(), %(project)s, 'system.canary', 'h' || (%(from)s + g), 'completed', 1,
-    now() - interval '1 day', now() - interval '1 day', '{"steps": 3}', now() - interval '1 day'
-FROM generate_series(1, %(n)s) g
-"""
-HISTORY_STEPS = """
-INSERT INTO job_steps (job_id, seq, name, status, output, started_at, finished_at)
-SELECT j.id, s, 'step-' || s, 'completed', jsonb_build_object('n', s), j.started_at,
-    j.completed_at
-FROM agent_jobs j CROSS JOIN generate_series(1, 3) s
-WHERE j.project_id = %(project)s AND j.idempotency_key > 'h' AND j.started_at IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM job_steps x WHERE x.job_id = j.id)
-"""
 
 
 def per_step(durable: Durable, classes: dict[str, Callable[[], list[int]]],
@@ -96,21 +81,12 @@ def one_job(project: str) -> None:
 def history(pg, sizes: list[int], jobs: int) -> None:
     print(f"\n(b) hot-path statements of a 3-step job (in-process, {jobs} jobs per size)")
     print(f"{'history jobs':>12} {'ms/job p50':>11} {'ms/job mean':>12}")
-    pg.execute("SET statement_timeout = 0")  # building a million jobs of history takes a while
-    owner, old, live = (str(uuid.uuid4()) for _ in range(3))
+    owner, live = str(uuid.uuid4()), str(uuid.uuid4())
     pg.execute("INSERT INTO owners (id, name) VALUES (%s, 'linear')", (owner,))
-    for project in (old, live):
-        pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, %s)",
-                   (project, owner, project[:8]))
-    have = 0
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'live')", (live, owner))
+    past = History(pg, owner)
     for size in sizes:
-        while have < size:
-            n = min(100_000, size - have)
-            pg.execute(HISTORY_JOB, {"project": old, "from": have, "n": n})
-            have += n
-        pg.execute(HISTORY_STEPS, {"project": old})
-        pg.execute("VACUUM ANALYZE agent_jobs")
-        pg.execute("VACUUM ANALYZE job_steps")
+        past.grow(size)
         for _ in range(50):  # warm the prepared statements
             one_job(live)
         times = []

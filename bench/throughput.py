@@ -1,7 +1,7 @@
 """Durable canary vs raw Celery, same broker, same database, same machine, one run.
 
     python bench/throughput.py [--jobs 5000] [--rounds 3] [--paced-seconds 10]
-                               [--by-hand] [--dbos CONCURRENCY]
+                               [--by-hand] [--dbos CONCURRENCY] [--owners N] [--history JOBS]
 
 Services come from DATABASE_URL / BROKER_URL, or are started embedded. Both sides
 run on 2 `-P solo` worker processes with prefetch 64 (the best configuration of
@@ -154,22 +154,28 @@ class Durable:
         from tasks.engine.enqueue import EnqueueRequest, enqueue
 
         self.pg, self.enqueue, self.request = pg, enqueue, EnqueueRequest
-        self.project = ""
+        self.projects: list[str] = []
+        self.submitted = 0
         self.published: dict[str, float] = {}
 
+    owners = 1  # --owners: the round's jobs go round-robin to this many owners' projects
+
     def reset(self) -> None:
-        owner, self.project = str(uuid.uuid4()), str(uuid.uuid4())
-        self.pg.execute("INSERT INTO owners (id, name) VALUES (%s, %s)", (owner, owner))
-        self.pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'bench')",
-                        (self.project, owner))
+        self.projects = [str(uuid.uuid4()) for _ in range(self.owners)]
+        for project in self.projects:
+            owner = str(uuid.uuid4())
+            self.pg.execute("INSERT INTO owners (id, name) VALUES (%s, %s)", (owner, owner))
+            self.pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'bench')",
+                            (project, owner))
         self.published.clear()
 
     batch = 1  # --batch: the producer enqueues this many per statement (enqueue_many)
     _pending: list = []
 
     def submit(self) -> float:
-        req = self.request(project_id=self.project, job_type="system.canary",
-                           payload={"steps": STEPS})
+        self.submitted += 1
+        req = self.request(project_id=self.projects[self.submitted % len(self.projects)],
+                           job_type="system.canary", payload={"steps": STEPS})
         if self.batch > 1:
             self._pending.append(req)
             if len(self._pending) >= self.batch:
@@ -194,19 +200,19 @@ class Durable:
         # second (the benchmark's own polling then slowed each round more than the last).
         return int(self.pg.fetch_value(
             "SELECT count(*) FILTER (WHERE status = 'completed') FROM agent_jobs "
-            "WHERE project_id = %s", (self.project,)))
+            "WHERE project_id = ANY(%s::uuid[])", (self.projects,)))
 
     def start_delays(self) -> list[float]:
         rows = self.pg.fetch_dicts("SELECT id, extract(epoch FROM locked_at) AS at FROM agent_jobs "
-                                   "WHERE project_id = %s", (self.project,))
+                                   "WHERE project_id = ANY(%s::uuid[])", (self.projects,))
         return [float(r["at"]) - self.published[str(r["id"])] for r in rows]
 
     def verify(self, n: int) -> None:
         found = self.pg.fetch_one_dict(
             "SELECT count(*) FILTER (WHERE s.status = 'completed') AS steps, "
             "count(DISTINCT j.id) AS jobs "
-            "FROM agent_jobs j JOIN job_steps s ON s.job_id = j.id WHERE j.project_id = %s",
-            (self.project,))
+            "FROM agent_jobs j JOIN job_steps s ON s.job_id = j.id "
+            "WHERE j.project_id = ANY(%s::uuid[])", (self.projects,))
         row = (found["steps"], found["jobs"]) if found else None
         assert row == (n * STEPS, n), f"expected {n * STEPS} durable steps of {n} jobs, got {row}"
 
@@ -322,6 +328,12 @@ def main() -> None:
     parser.add_argument("--durable-workers", type=int, default=WORKERS)
     parser.add_argument("--batch", type=int, default=1,
                         help="durable producer: jobs per enqueue_many statement (1: enqueue)")
+    parser.add_argument("--owners", type=int, default=1,
+                        help="durable side: spread each round's jobs over this many owners "
+                             "(each its own fair share)")
+    parser.add_argument("--history", type=int, default=0, metavar="JOBS",
+                        help="first fill the tables with this many finished 3-step jobs of "
+                             "another project (bench/history.py)")
     parser.add_argument("--by-hand", action="store_true",
                         help="a third side on the raw workers: each step committed to "
                              "PostgreSQL by hand (the durable minimum, without the engine)")
@@ -336,7 +348,11 @@ def main() -> None:
         logdir = Path(tempfile.mkdtemp(prefix="switchyard-bench-logs-"))
         start_workers(stack, logdir, args.raw_workers, args.durable_workers)
         raw, durable = Raw(), Durable()
-        durable.batch = args.batch
+        durable.batch, durable.owners = args.batch, args.owners
+        if args.history:
+            from bench.history import History
+
+            History(durable.pg).grow(args.history)
         sides = [raw, durable, *([ByHand()] if args.by_hand else []),
                  *([Dbos(logdir, args.durable_workers, args.dbos)] if args.dbos else [])]
         for side in sides:
@@ -373,7 +389,8 @@ def report(raw, durable, rates, enq, args) -> None:
     producer = (f"enqueue_many, {args.batch} jobs a statement" if args.batch > 1
                 else "enqueue, one job a statement")
     places = os.environ.get("SWITCHYARD_OWNER_MAX_ACTIVE", "16")
-    print(f"producer: {producer}; fair share: {places} places per owner (0: off); "
+    print(f"producer: {producer}; fair share: {places} places per owner (0: off), "
+          f"{args.owners} owner(s); {args.history:,} jobs of history; "
           f"load {os.getloadavg()[0]:.2f}")
     durable.batch = 1  # the paced runs enqueue one job at a time
     for side in (raw, durable):

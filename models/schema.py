@@ -161,7 +161,7 @@ class AgentJob(Base):
         # the places it holds. No index reads heartbeat_at or write_seq, so a checkpoint's
         # update of the row is HOT (migration 0018 also leaves room: fillfactor 80).
         Index("ix_agent_jobs_unpublished", "project_id", text("priority DESC"), "created_at",
-              postgresql_where=text("status = 'queued' AND dispatched_at IS NULL")),
+              postgresql_where=text("(status || '') = 'queued' AND dispatched_at IS NULL")),
         Index("ix_agent_jobs_holding", "project_id", postgresql_where=text(
             "status = 'running' OR (status = 'queued' AND dispatched_at IS NOT NULL)")),
         Index("ix_agent_jobs_waiting", "wake_at", postgresql_where=text("status = 'waiting'")),

@@ -125,8 +125,8 @@ WITH job AS (
     UPDATE agent_jobs p SET status = 'queued', run_after = now(), wake_at = NULL,
         wait_for = NULL, wait_reason = NULL, wait_any = false, wait_approvals = NULL,
         dispatched_at = now(), updated_at = now()
-    WHERE p.id = ANY(%(ids)s::uuid[]) AND p.{guard(S.WAITING, S.QUEUED)}
-      AND {ready_to_resume("p")}
+    WHERE p.id = %(id)s AND {guard(S.WAITING, S.QUEUED, keyed_status("p"))}
+      AND {ready_to_resume("p", keyed=True)}
     RETURNING {MOVED_COLUMNS}
 ), ev AS ({status_event("job", lit("queued"), lit("waiting"))})
 SELECT * FROM job
@@ -134,10 +134,15 @@ SELECT * FROM job
 
 
 def resume_if_ready(*job_ids: uuid.UUID | str) -> list[uuid.UUID]:
-    rows = pg.fetch_dicts(RESUME, {"ids": [str(j) for j in job_ids]})
-    for row in rows:
-        after_transition(Finished.of(row, was=S.WAITING))
-    return [r["id"] for r in rows]
+    """Resume each job that is ready, one statement each: a statement on one id is planned
+    to read that row (and its children) by key, whatever the table's statistics."""
+    resumed = []
+    for job_id in job_ids:
+        row = pg.fetch_one_dict(RESUME, {"id": str(job_id)})
+        if row is not None:
+            after_transition(Finished.of(row, was=S.WAITING))
+            resumed.append(row["id"])
+    return resumed
 
 
 # Wake as many waiters as there are free slots, not just one: two slots freed

@@ -16,9 +16,18 @@ import uuid
 
 from tasks.engine import pg
 from tasks.engine.dispatch import dispatch_quietly
-from tasks.engine.sql import moved_columns
+from tasks.engine.sql import keyed_status, moved_columns
 from tasks.engine.status import TERMINAL, JobStatus
 from tasks.settings import get_settings
+
+
+def unpublished(alias: str) -> str:
+    """Held back: queued with no wake-up published. The predicate of ix_agent_jobs_unpublished
+    (migration 0022), status read through keyed_status so that no other index's predicate
+    follows from it: planned on statistics that saw no job queued, an owner's pick went
+    through ix_agent_jobs_ready (every owner's due jobs) instead, at each finish."""
+    return f"{keyed_status(alias)} = 'queued' AND {alias}.dispatched_at IS NULL"
+
 
 # A job that holds one of its owner's places: running, or queued with its wake-up published.
 HOLDS_PLACE = "(h.status = 'running' OR (h.status = 'queued' AND h.dispatched_at IS NOT NULL))"
@@ -70,13 +79,13 @@ ranked AS MATERIALIZED (
     SELECT j.id, p.owner_id,
         row_number() OVER (PARTITION BY p.owner_id ORDER BY j.priority DESC, j.created_at) AS rn
     FROM agent_jobs j JOIN projects p ON p.id = j.project_id
-    WHERE j.status = 'queued' AND j.dispatched_at IS NULL AND j.run_after <= now()
+    WHERE {unpublished("j")} AND j.run_after <= now()
 ), chosen AS MATERIALIZED (
     SELECT r.id FROM ranked r LEFT JOIN held h ON h.owner_id = r.owner_id
     WHERE r.owner_id IS NULL OR %(cap)s::int = 0 OR r.rn <= %(cap)s::int - COALESCE(h.n, 0)
 ), pick AS (
     SELECT j.id FROM agent_jobs j JOIN chosen c ON c.id = j.id
-    WHERE j.status = 'queued' AND j.dispatched_at IS NULL
+    WHERE {unpublished("j")}
     ORDER BY j.priority DESC, j.run_after LIMIT %(batch)s FOR UPDATE OF j SKIP LOCKED
 )
 UPDATE agent_jobs j SET dispatched_at = now() FROM pick WHERE j.id = pick.id
@@ -90,10 +99,10 @@ _OWNER = "(SELECT owner_id FROM projects WHERE id = %(project)s)"
 # project's first few in order (a row another refill holds is skipped), and the same lock
 # re-checks the row's latest version against the WHERE. The owner's refill and a run's
 # finish (tasks.engine.store, which frees a place and fills it in one statement) use it.
-PICK = """
+PICK = f"""
     SELECT j.id FROM mine m CROSS JOIN LATERAL (
         SELECT j.id, j.priority, j.created_at FROM agent_jobs j
-        WHERE j.project_id = m.id AND j.status = 'queued' AND j.dispatched_at IS NULL
+        WHERE j.project_id = m.id AND {unpublished("j")}
           AND j.run_after <= now()
         ORDER BY j.priority DESC, j.created_at LIMIT (SELECT n FROM room)
         FOR UPDATE OF j SKIP LOCKED

@@ -44,23 +44,37 @@ def owns_run(alias: str = "") -> str:
     return f"{a}id = %(id)s AND {keyed_status(alias)} = 'running' AND {a}claim_token = %(token)s"
 
 
-def ready_to_resume(alias: str) -> str:
+def ready_to_resume(alias: str, *, keyed: bool = False) -> str:
     """A waiting job whose timer is due (by the database's clock) and whose children are done:
     all of them, or with `wait_any` one child ended or one approval of `wait_approvals` left
-    `pending` (decided or expired, by the database's clock)."""
+    `pending` (decided or expired, by the database's clock). `keyed`: of a row found by id
+    (keyed_status)."""
     a = alias
-    running = f"c.id = ANY({a}.wait_for) AND c.status NOT IN {sql_list(TERMINAL)}"
-    return (f"{a}.status = 'waiting' AND ({a}.wake_at IS NULL OR {a}.wake_at <= now()) AND "
+    status = keyed_status(a) if keyed else f"{a}.status"
+    running = f"{status_of('agent_jobs', 'w.id')} NOT IN {sql_list(TERMINAL)}"
+    return (f"{status} = 'waiting' AND ({a}.wake_at IS NULL OR {a}.wake_at <= now()) AND "
             f"CASE WHEN {a}.wait_any THEN {one_ended(f'{a}.wait_for', f'{a}.wait_approvals')} "
-            f"ELSE NOT EXISTS (SELECT 1 FROM agent_jobs c WHERE {running}) END")
+            f"ELSE NOT EXISTS (SELECT 1 FROM unnest({a}.wait_for) w(id) WHERE {running}) END")
+
+
+def status_of(table: str, key: str) -> str:
+    """The status of the row of `table` whose id is `key` (NULL if there is none), read by
+    its primary key whatever the table's size or statistics: a scalar subquery on one id.
+
+    A wait's ids are an array; `c.id = ANY(wait_for)` is planned as a pass over the table
+    whenever it looks small (a new database, statistics taken before a burst), and the
+    plan stays with the worker's connection: each child's finish read every job
+    (issue 26)."""
+    return f"(SELECT x.status FROM {table} x WHERE x.id = {key})"
 
 
 def one_ended(jobs: str, approvals: str) -> str:
     """One job of the uuid[] `jobs` is terminal, or one approval of `approvals` is no longer
     pending (decided, or expired by the database's clock): what ends a wait_any."""
-    return (f"(EXISTS (SELECT 1 FROM agent_jobs c WHERE c.id = ANY({jobs}) "
-            f"AND c.status IN {sql_list(TERMINAL)}) OR EXISTS (SELECT 1 FROM approvals o "
-            f"WHERE o.id = ANY({approvals}) AND NOT ({pending_approval('o')})))")
+    approval = f"(SELECT {approval_status('o')} FROM approvals o WHERE o.id = w.id)"
+    return (f"(EXISTS (SELECT 1 FROM unnest({jobs}) w(id) "
+            f"WHERE {status_of('agent_jobs', 'w.id')} IN {sql_list(TERMINAL)}) "
+            f"OR EXISTS (SELECT 1 FROM unnest({approvals}) w(id) WHERE {approval} <> 'pending'))")
 
 
 def heartbeat_stale(alias: str = "") -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterator
 
 import psycopg
@@ -15,6 +16,11 @@ from tasks.engine import fair, pg
 # Columns a running job's checkpoints and heartbeats write: no index may read them, or
 # each such update writes a new entry into every index of the row (not HOT).
 CHECKPOINT_COLUMNS = ("heartbeat_at", "write_seq", "updated_at")
+
+# The indexes a job's own statements may read: its row and its steps by key, its owner's
+# places and backlog project by project (tasks.engine.fair).
+JOB_KEYS = {"agent_jobs_pkey", "uq_agent_jobs_project_key", "job_steps_pkey",
+            "ix_agent_jobs_holding", "ix_agent_jobs_unpublished"}
 
 INDEXED_COLUMNS = """
 SELECT i.indexrelid::regclass::text AS index, pg_get_indexdef(i.indexrelid) AS def,
@@ -36,11 +42,11 @@ def test_the_job_and_step_tables_leave_room_for_in_place_updates(db):
     assert "fillfactor=80" in options["job_steps"]
 
 
-def _backlog(project: str, n: int, published: int) -> None:
+def _backlog(project: str, n: int, published: int, key: str = "k") -> None:
     pg.execute("INSERT INTO agent_jobs (id, project_id, job_type, idempotency_key, dispatched_at) "
-               "SELECT gen_random_uuid(), %s, 'system.canary', 'k' || g, "
+               "SELECT gen_random_uuid(), %s, 'system.canary', %s || g, "
                "CASE WHEN g <= %s THEN now() END FROM generate_series(1, %s) g",
-               (project, published, n))
+               (project, key, published, n))
 
 
 def test_an_owners_refill_reads_a_few_index_pages_not_its_backlog(project):
@@ -254,3 +260,69 @@ def test_a_finish_with_nothing_held_back_asks_for_no_refill(project, settings_en
         done = store.finish(store.Owner(claimed.id, claimed.token), 1, JobStatus.COMPLETED,
                             None)
     assert done is not None and done.refilled == () and not done.more_room
+
+
+def test_a_resume_finds_its_parent_and_children_by_key_whatever_its_plan(project):
+    # Each child's finish asks its parent to resume (tasks.engine.control._follow), on the
+    # worker's long-lived connection. Planned generically on statistics that saw no job
+    # waiting, `id = ANY(%(ids)s)` and a bare `status = 'waiting'` went through the
+    # waiting index or over the whole table: every child's finish walked every waiting
+    # parent (a workflow fan-out is quadratic).
+    from tasks.engine import control
+
+    _backlog(project, 200, 200)
+    pg.execute("UPDATE agent_jobs SET status = 'completed', completed_at = now()")
+    pg.execute("ANALYZE agent_jobs")  # every job it sees has ended
+    _backlog(project, 300, 300, key="w")
+    pg.execute("UPDATE agent_jobs p SET status = 'waiting', wait_reason = 'children', "
+               "wait_for = ARRAY(SELECT c.id FROM agent_jobs c WHERE c.status = 'completed' "
+               "ORDER BY c.id LIMIT 2) WHERE p.status = 'queued'")
+    parents = [r["id"] for r in pg.fetch_dicts(
+        "SELECT id FROM agent_jobs WHERE status = 'waiting' ORDER BY id LIMIT 3")]
+    with generic_plans() as plans:
+        resumed = [control.resume_if_ready(p) for p in parents]
+    assert resumed == [[p] for p in parents]
+    (resume, *_) = [p for p in plans if "WITH job AS" in p and "wait_for = NULL" in p]
+    assert "Seq Scan on agent_jobs" not in resume, resume
+    assert "ix_agent_jobs_waiting" not in resume and "ix_agent_jobs_status" not in resume, resume
+    assert "using agent_jobs_pkey on agent_jobs p" in resume, resume
+
+
+def test_a_jobs_hot_path_planned_on_statistics_of_ended_jobs_reads_no_table_whole(project):
+    # Every statement of a job's life on a worker's connection (enqueue, claim, the
+    # checkpoints, the finish), planned without its parameters on tables the statistics
+    # measured when they held only ended jobs: none may read agent_jobs or job_steps whole.
+    # (On a table of a few pages a pass is what the planner should choose; the plan is made
+    # again at the next ANALYZE, so only a plan that stays wrong on measured tables counts.)
+    from tasks.engine import store
+    from tasks.engine.enqueue import EnqueueRequest, enqueue
+    from tasks.engine.status import JobStatus
+    from tests.conftest import in_process_worker_paused
+
+    _backlog(project, 200, 200)
+    pg.execute("UPDATE agent_jobs SET status = 'completed', completed_at = now()")
+    pg.execute("INSERT INTO job_steps (job_id, seq, name, status, output) "
+               "SELECT id, s, 'step-' || s, 'completed', '{}' FROM agent_jobs, "
+               "generate_series(1, 3) s")
+    pg.execute("ANALYZE agent_jobs")
+    pg.execute("ANALYZE job_steps")
+    _backlog(project, 300, 300, key="q")  # a backlog the statistics never saw
+    with in_process_worker_paused(), generic_plans() as plans:
+        for _ in range(3):
+            job = enqueue(EnqueueRequest(project_id=project, job_type="system.canary",
+                                         payload={"steps": 3}), publish=False)
+            claimed = store.claim(job.job_id, "test-worker")
+            assert claimed is not None
+            owner, pending = store.Owner(claimed.id, claimed.token), None
+            for seq in (1, 2, 3):
+                assert store.checkpoint(owner, seq, pending, seq=seq, name=f"step-{seq}",
+                                        events=[]) is False
+                pending = store.PendingStep(seq, f"step-{seq}", "completed", output="{}")
+            assert store.finish(owner, 4, JobStatus.COMPLETED, pending, result="{}")
+    assert len(plans) >= 15, plans
+    for plan in plans:
+        assert "Seq Scan on agent_jobs" not in plan and "Seq Scan on job_steps" not in plan, plan
+        # and reach them by key, or through an index of the owner's own rows: not one whose
+        # rows are every owner's (ix_agent_jobs_ready: every due job; the status index)
+        used = set(re.findall(r"Scan using (\S+) on (?:agent_jobs|job_steps)\b", plan))
+        assert used <= JOB_KEYS, (used - JOB_KEYS, plan)

@@ -1,0 +1,36 @@
+"""unpublished by its own predicate
+
+ix_agent_jobs_unpublished (an owner's held-back jobs in the order they go out) says
+"queued" as `(status || '')`, the form tasks.engine.fair.unpublished reads: a predicate
+from which `status = 'queued'` does not follow, so an owner's pick can use this index and
+no other. With the bare form, a plan made on statistics that saw no queued job (the hot
+path's statements keep their first generic plan) chose ix_agent_jobs_ready, whose rows are
+every owner's due jobs, and walked them at each finish.
+
+Revision ID: 0022
+Revises: 0021
+"""
+from collections.abc import Sequence
+
+from alembic import op
+
+revision: str = "0022"
+down_revision: str | None = "0021"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+COLUMNS = "(project_id, priority DESC, created_at)"
+
+
+def _recreate(status: str) -> None:
+    op.execute("DROP INDEX ix_agent_jobs_unpublished")
+    op.execute(f"CREATE INDEX ix_agent_jobs_unpublished ON agent_jobs {COLUMNS} "
+               f"WHERE {status} = 'queued' AND dispatched_at IS NULL")
+
+
+def upgrade() -> None:
+    _recreate("(status || '')")
+
+
+def downgrade() -> None:
+    _recreate("status")

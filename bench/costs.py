@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.throughput import Durable, burst, setup_services, start_workers  # noqa: E402
+from bench.throughput import Durable, burst, positive, setup_services, start_workers  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 STATS_SETTLE = 11.0
@@ -155,7 +155,7 @@ def main() -> None:
                              "(`switchyard worker`'s pool) instead of solo")
     parser.add_argument("--claim-ahead", type=int, default=None,
                         help="SWITCHYARD_CLAIM_AHEAD for the workers (0: off)")
-    parser.add_argument("--owners", type=int, default=1,
+    parser.add_argument("--owners", type=positive, default=1,
                         help="spread the jobs over this many owners (each its own fair share)")
     args = parser.parse_args()
     if args.claim_ahead is not None:

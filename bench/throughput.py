@@ -44,6 +44,14 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+def positive(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not at least 1")
+    return n
+
+
 def setup_services(stack: contextlib.ExitStack) -> None:
 
     from app.ops.embedded import embedded_postgres, embedded_redis, scratch_database
@@ -328,7 +336,7 @@ def main() -> None:
     parser.add_argument("--durable-workers", type=int, default=WORKERS)
     parser.add_argument("--batch", type=int, default=1,
                         help="durable producer: jobs per enqueue_many statement (1: enqueue)")
-    parser.add_argument("--owners", type=int, default=1,
+    parser.add_argument("--owners", type=positive, default=1,
                         help="durable side: spread each round's jobs over this many owners "
                              "(each its own fair share)")
     parser.add_argument("--history", type=int, default=0, metavar="JOBS",

@@ -35,6 +35,18 @@ def test_no_index_of_agent_jobs_reads_a_column_a_checkpoint_writes(db):
             assert column not in row["def"] and column not in row["pred"], row
 
 
+def test_the_held_back_index_has_a_predicate_no_other_follows_from(db):
+    # tasks.engine.fair.unpublished and migration 0022: the owner's pick proves this
+    # predicate and not ix_agent_jobs_ready's `status = 'queued'` (alembic's comparison of
+    # the models with the migrations does not read predicates).
+    from tasks.engine import fair
+
+    pred = pg.fetch_value("SELECT pg_get_expr(indpred, indrelid) FROM pg_index "
+                          "WHERE indexrelid = 'ix_agent_jobs_unpublished'::regclass")
+    assert pred == "(((status || ''::text) = 'queued'::text) AND (dispatched_at IS NULL))"
+    assert fair.unpublished("j") == "(j.status || '') = 'queued' AND j.dispatched_at IS NULL"
+
+
 def test_the_job_and_step_tables_leave_room_for_in_place_updates(db):
     options = {r["relname"]: r["reloptions"] or [] for r in pg.fetch_dicts(
         "SELECT relname, reloptions FROM pg_class WHERE relname IN ('agent_jobs', 'job_steps')")}
@@ -325,4 +337,6 @@ def test_a_jobs_hot_path_planned_on_statistics_of_ended_jobs_reads_no_table_whol
         # and reach them by key, or through an index of the owner's own rows: not one whose
         # rows are every owner's (ix_agent_jobs_ready: every due job; the status index)
         used = set(re.findall(r"Scan using (\S+) on (?:agent_jobs|job_steps)\b", plan))
+        used |= {i for i in re.findall(r"Bitmap Index Scan on (\S+)", plan)
+                 if i.startswith(("agent_jobs", "ix_agent_jobs", "job_steps"))}
         assert used <= JOB_KEYS, (used - JOB_KEYS, plan)

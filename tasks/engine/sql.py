@@ -57,21 +57,22 @@ def ready_to_resume(alias: str, *, keyed: bool = False) -> str:
             f"ELSE NOT EXISTS (SELECT 1 FROM unnest({a}.wait_for) w(id) WHERE {running}) END")
 
 
-def status_of(table: str, key: str) -> str:
-    """The status of the row of `table` whose id is `key` (NULL if there is none), read by
-    its primary key whatever the table's size or statistics: a scalar subquery on one id.
+def status_of(table: str, key: str, status: str = "x.status") -> str:
+    """The status (`status`, an expression of the row `x`) of the row of `table` whose id is
+    `key`, NULL if there is none: a scalar subquery on one id, read by the primary key
+    whatever the table's size or statistics.
 
     A wait's ids are an array; `c.id = ANY(wait_for)` is planned as a pass over the table
     whenever it looks small (a new database, statistics taken before a burst), and the
     plan stays with the worker's connection: each child's finish read every job
     (issue 26)."""
-    return f"(SELECT x.status FROM {table} x WHERE x.id = {key})"
+    return f"(SELECT {status} FROM {table} x WHERE x.id = {key})"
 
 
 def one_ended(jobs: str, approvals: str) -> str:
     """One job of the uuid[] `jobs` is terminal, or one approval of `approvals` is no longer
     pending (decided, or expired by the database's clock): what ends a wait_any."""
-    approval = f"(SELECT {approval_status('o')} FROM approvals o WHERE o.id = w.id)"
+    approval = status_of("approvals", "w.id", approval_status("x"))
     return (f"(EXISTS (SELECT 1 FROM unnest({jobs}) w(id) "
             f"WHERE {status_of('agent_jobs', 'w.id')} IN {sql_list(TERMINAL)}) "
             f"OR EXISTS (SELECT 1 FROM unnest({approvals}) w(id) WHERE {approval} <> 'pending'))")

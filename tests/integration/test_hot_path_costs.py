@@ -39,8 +39,6 @@ def test_the_held_back_index_has_a_predicate_no_other_follows_from(db):
     # tasks.engine.fair.unpublished and migration 0022: the owner's pick proves this
     # predicate and not ix_agent_jobs_ready's `status = 'queued'` (alembic's comparison of
     # the models with the migrations does not read predicates).
-    from tasks.engine import fair
-
     pred = pg.fetch_value("SELECT pg_get_expr(indpred, indrelid) FROM pg_index "
                           "WHERE indexrelid = 'ix_agent_jobs_unpublished'::regclass")
     assert pred == "(((status || ''::text) = 'queued'::text) AND (dispatched_at IS NULL))"
@@ -59,6 +57,18 @@ def _backlog(project: str, n: int, published: int, key: str = "k") -> None:
                "SELECT gen_random_uuid(), %s, 'system.canary', %s || g, "
                "CASE WHEN g <= %s THEN now() END FROM generate_series(1, %s) g",
                (project, key, published, n))
+
+
+def _statistics_of_ended_jobs(project: str) -> None:
+    """200 ended jobs with their steps, measured: statistics that saw no job queued, waiting
+    or running (a new database's first minutes, or a quiet one before a burst)."""
+    _backlog(project, 200, 200)
+    pg.execute("UPDATE agent_jobs SET status = 'completed', completed_at = now()")
+    pg.execute("INSERT INTO job_steps (job_id, seq, name, status, output) "
+               "SELECT id, s, 'step-' || s, 'completed', '{}' FROM agent_jobs, "
+               "generate_series(1, 3) s")
+    pg.execute("ANALYZE agent_jobs")
+    pg.execute("ANALYZE job_steps")
 
 
 def test_an_owners_refill_reads_a_few_index_pages_not_its_backlog(project):
@@ -160,9 +170,7 @@ def test_a_claim_finds_its_job_by_key_with_a_backlog_the_statistics_never_saw(pr
     from tasks.engine import store
     from tests.conftest import in_process_worker_paused
 
-    _backlog(project, 200, 200)
-    pg.execute("UPDATE agent_jobs SET status = 'completed', completed_at = now()")
-    pg.execute("ANALYZE agent_jobs")  # every job it sees has ended
+    _statistics_of_ended_jobs(project)
     with in_process_worker_paused():
         _, backlog = _held_back(project, 0, 0, 300)
         pg.execute("UPDATE agent_jobs SET dispatched_at = now() WHERE id = ANY(%s)", (backlog,))
@@ -282,9 +290,7 @@ def test_a_resume_finds_its_parent_and_children_by_key_whatever_its_plan(project
     # parent (a workflow fan-out is quadratic).
     from tasks.engine import control
 
-    _backlog(project, 200, 200)
-    pg.execute("UPDATE agent_jobs SET status = 'completed', completed_at = now()")
-    pg.execute("ANALYZE agent_jobs")  # every job it sees has ended
+    _statistics_of_ended_jobs(project)
     _backlog(project, 300, 300, key="w")
     pg.execute("UPDATE agent_jobs p SET status = 'waiting', wait_reason = 'children', "
                "wait_for = ARRAY(SELECT c.id FROM agent_jobs c WHERE c.status = 'completed' "
@@ -311,13 +317,7 @@ def test_a_jobs_hot_path_planned_on_statistics_of_ended_jobs_reads_no_table_whol
     from tasks.engine.status import JobStatus
     from tests.conftest import in_process_worker_paused
 
-    _backlog(project, 200, 200)
-    pg.execute("UPDATE agent_jobs SET status = 'completed', completed_at = now()")
-    pg.execute("INSERT INTO job_steps (job_id, seq, name, status, output) "
-               "SELECT id, s, 'step-' || s, 'completed', '{}' FROM agent_jobs, "
-               "generate_series(1, 3) s")
-    pg.execute("ANALYZE agent_jobs")
-    pg.execute("ANALYZE job_steps")
+    _statistics_of_ended_jobs(project)
     _backlog(project, 300, 300, key="q")  # a backlog the statistics never saw
     with in_process_worker_paused(), generic_plans() as plans:
         for _ in range(3):

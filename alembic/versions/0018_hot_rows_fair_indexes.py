@@ -11,12 +11,18 @@ Two costs the hot path paid per job (bench/costs.py, issue 26):
   of its jobs at each enqueue and each job's end: a 3,000-job burst of one owner cost
   PostgreSQL 6 ms of CPU per job. These two partial indexes make both a short index scan.
 
+The indexes are built and dropped concurrently (models.online_ddl), after the fillfactor
+change: agent_jobs takes every enqueue and checkpoint, and a plain build would hold them all
+for as long as it reads the table.
+
 Revision ID: 0018
 Revises: 0017
 """
 from collections.abc import Sequence
 
 from alembic import op
+
+from models import online_ddl
 
 revision: str = "0018"
 down_revision: str | None = "0017"
@@ -27,14 +33,14 @@ HOLDS_PLACE = "status = 'running' OR (status = 'queued' AND dispatched_at IS NOT
 
 
 def upgrade() -> None:
-    op.execute("DROP INDEX ix_agent_jobs_running_heartbeat")
-    op.execute("CREATE INDEX ix_agent_jobs_unpublished ON agent_jobs "
-               "(project_id, priority DESC, created_at) "
-               "WHERE status = 'queued' AND dispatched_at IS NULL")
-    op.execute(f"CREATE INDEX ix_agent_jobs_holding ON agent_jobs (project_id) "
-               f"WHERE {HOLDS_PLACE}")
+    # SHARE UPDATE EXCLUSIVE, as the concurrent builds: writers go on.
     op.execute("ALTER TABLE agent_jobs SET (fillfactor = 80)")
     op.execute("ALTER TABLE job_steps SET (fillfactor = 80)")
+    online_ddl.create_index("ix_agent_jobs_unpublished", "agent_jobs",
+                            "(project_id, priority DESC, created_at)",
+                            "status = 'queued' AND dispatched_at IS NULL")
+    online_ddl.create_index("ix_agent_jobs_holding", "agent_jobs", "(project_id)", HOLDS_PLACE)
+    online_ddl.drop_index("ix_agent_jobs_running_heartbeat")
 
 
 def downgrade() -> None:

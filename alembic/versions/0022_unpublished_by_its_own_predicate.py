@@ -7,12 +7,16 @@ no other. With the bare form, a plan made on statistics that saw no queued job (
 path's statements keep their first generic plan) chose ix_agent_jobs_ready, whose rows are
 every owner's due jobs, and walked them at each finish.
 
+The index is rebuilt concurrently under another name and swapped in (models.online_ddl):
+agent_jobs takes every enqueue and checkpoint, and a plain rebuild would hold them all for
+as long as the build reads the table.
+
 Revision ID: 0022
 Revises: 0021
 """
 from collections.abc import Sequence
 
-from alembic import op
+from models import online_ddl
 
 revision: str = "0022"
 down_revision: str | None = "0021"
@@ -23,9 +27,8 @@ COLUMNS = "(project_id, priority DESC, created_at)"
 
 
 def _recreate(status: str) -> None:
-    op.execute("DROP INDEX ix_agent_jobs_unpublished")
-    op.execute(f"CREATE INDEX ix_agent_jobs_unpublished ON agent_jobs {COLUMNS} "
-               f"WHERE {status} = 'queued' AND dispatched_at IS NULL")
+    online_ddl.replace_index("ix_agent_jobs_unpublished", "agent_jobs", COLUMNS,
+                             f"{status} = 'queued' AND dispatched_at IS NULL")
 
 
 def upgrade() -> None:

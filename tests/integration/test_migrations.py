@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -69,5 +72,73 @@ def test_downgrade_to_base_and_back_up_again(scratch_url):
     migrate(scratch_url)
     command.downgrade(alembic_config(scratch_url), "base")
     assert _tables(scratch_url) == {"alembic_version"}
+    migrate(scratch_url)
+    assert _diff(scratch_url) == []
+
+
+def _wait_for_a_lock_wait(monitor: psycopg.Connection, others: set[int]) -> None:
+    """Until a backend of the database other than `others` waits for a lock."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        pids = {pid for (pid,) in monitor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock'").fetchall()}
+        if pids - others:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the migration never waited for the table's lock")
+
+
+# Each of these migrations changes agent_jobs' indexes, the table every enqueue, claim and
+# checkpoint writes. A session holding SHARE UPDATE EXCLUSIVE (as a running VACUUM or
+# ANALYZE does) stalls the migration; the application's writes must go on meanwhile. A plain
+# CREATE or DROP INDEX would wait for an ACCESS EXCLUSIVE or SHARE lock, and every writer
+# would queue behind that request.
+@pytest.mark.parametrize(("before", "revision", "indexes"), [
+    ("0017", "0018", {"ix_agent_jobs_unpublished", "ix_agent_jobs_holding"}),
+    ("0021", "0022", {"ix_agent_jobs_unpublished"}),
+])
+def test_an_index_migration_lets_the_writers_through(scratch_url, before, revision, indexes):
+    command.upgrade(alembic_config(scratch_url), before)
+    failures: list[BaseException] = []
+
+    def migrate_to_revision() -> None:
+        try:
+            command.upgrade(alembic_config(scratch_url), revision)
+        except BaseException as exc:  # reported by the test's thread
+            failures.append(exc)
+
+    with psycopg.connect(scratch_url, autocommit=True) as monitor, \
+            psycopg.connect(scratch_url) as holder, \
+            psycopg.connect(scratch_url, autocommit=True) as writer:
+        holder.execute("LOCK TABLE agent_jobs IN SHARE UPDATE EXCLUSIVE MODE")
+        migration = threading.Thread(target=migrate_to_revision)
+        migration.start()
+        try:
+            _wait_for_a_lock_wait(monitor, {holder.info.backend_pid})
+            writer.execute("SET lock_timeout = '3s'")
+            writer.execute("UPDATE agent_jobs SET priority = priority")  # ROW EXCLUSIVE
+        finally:
+            holder.rollback()
+            migration.join(60)
+        assert not failures, failures
+        assert not migration.is_alive()
+        valid = {name for (name,) in monitor.execute(
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE i.indisvalid AND i.indrelid = 'agent_jobs'::regclass").fetchall()}
+        assert indexes <= valid
+        assert not {name for name in valid if name.endswith("_next")}
+        version = monitor.execute("SELECT version_num FROM alembic_version").fetchone()
+        assert version == (revision,)
+    migrate(scratch_url)
+    assert _diff(scratch_url) == []
+
+
+def test_a_rebuild_stopped_half_way_can_run_again(scratch_url):
+    """A cancelled concurrent build leaves its index behind (INVALID) under the temporary
+    name; the next run replaces it instead of failing on the name."""
+    command.upgrade(alembic_config(scratch_url), "0021")
+    with psycopg.connect(scratch_url, autocommit=True) as conn:
+        conn.execute("CREATE INDEX ix_agent_jobs_unpublished_next ON agent_jobs (created_at)")
     migrate(scratch_url)
     assert _diff(scratch_url) == []

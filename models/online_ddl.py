@@ -1,0 +1,41 @@
+"""Index changes a migration can make while the application keeps writing.
+
+A plain `CREATE INDEX` holds a SHARE lock on the table for the whole build (it reads every
+row), and a plain `DROP INDEX` asks for ACCESS EXCLUSIVE: while either waits or runs, every
+enqueue, claim and checkpoint on that table queues behind it. The CONCURRENTLY forms take
+SHARE UPDATE EXCLUSIVE, which writers do not conflict with. They cannot run inside a
+transaction, so each runs in alembic's autocommit block (the migration's earlier statements
+are committed first: keep these at the end of a migration's upgrade).
+
+Each is safe to run again after a failure half-way (a cancelled concurrent build leaves an
+INVALID index behind under its name): a name this migration creates is dropped first if it
+is there, and a drop says IF EXISTS.
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+
+def create_index(name: str, table: str, columns: str, where: str | None = None) -> None:
+    """`CREATE INDEX CONCURRENTLY name ON table columns [WHERE where]`, replacing a leftover."""
+    predicate = f" WHERE {where}" if where else ""
+    with op.get_context().autocommit_block():
+        op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+        op.execute(f"CREATE INDEX CONCURRENTLY {name} ON {table} {columns}{predicate}")
+
+
+def drop_index(name: str) -> None:
+    with op.get_context().autocommit_block():
+        op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+
+
+def replace_index(name: str, table: str, columns: str, where: str | None = None) -> None:
+    """Build the new definition under a temporary name, then swap: the old index serves
+    reads until the new one is valid, and no step blocks the table's writers."""
+    building = f"{name}_next"
+    create_index(building, table, columns, where)
+    drop_index(name)
+    with op.get_context().autocommit_block():
+        # Renaming an index takes SHARE UPDATE EXCLUSIVE on the index only (PostgreSQL 12+).
+        op.execute(f"ALTER INDEX {building} RENAME TO {name}")

@@ -13,7 +13,9 @@ then, for each size N:
   resume (tasks.engine.control.resume_if_ready: the statement, its event and the publish);
 - finish: N due jobs of other owners queued, and an owner with room finishing its runs
   (tasks.engine.store.finish: the move, the outcome, its event, and the look for the
-  owner's next held-back job: it has none here, so the look is all the pick costs).
+  owner's next held-back job: it has none here, so the look is all the pick costs);
+- scheduled: the same finish, the owner holding N jobs of its own scheduled for tomorrow
+  (queued, held back, not due): its look must not walk them.
 
 Milliseconds per call, p50 and mean. A plan that reads by key is flat in N; one that walks
 an index of every owner's rows grows with it. Services come from DATABASE_URL /
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import statistics
 import sys
 import time
@@ -81,16 +84,27 @@ def resume(pg, n: int, samples: int) -> list[float]:
     return [timed(lambda p=p: control.resume_if_ready(p) == [p]) for p in parents]
 
 
-def finish(pg, n: int, samples: int) -> list[float]:
+SCHEDULED = """
+INSERT INTO agent_jobs (id, project_id, job_type, idempotency_key, run_after, status)
+SELECT gen_random_uuid(), %(project)s, 'system.canary', 's' || g, now() + interval '1 day',
+    'queued'
+FROM generate_series(1, %(n)s) g
+"""
+
+
+def finish(pg, n: int, samples: int, *, scheduled: bool = False) -> list[float]:
     from tasks.engine import store
     from tasks.engine.status import JobStatus
 
-    jobs(pg, new_project(pg), "q", "queued", n)
     mine, times = new_project(pg), []
+    if scheduled:
+        pg.execute(SCHEDULED, {"project": mine, "n": n})
+    else:
+        jobs(pg, new_project(pg), "q", "queued", n)
     for r in range(max(1, samples // 8)):  # 8 of its 16 places taken: each finish has room
         jobs(pg, mine, f"m{r}-", "queued", 8)
         for row in pg.fetch_dicts("SELECT id FROM agent_jobs WHERE project_id = %s "
-                                  "AND status = 'queued'", (mine,)):
+                                  "AND status = 'queued' AND dispatched_at IS NOT NULL", (mine,)):
             c = store.claim(row["id"], "bench-plans")
             assert c is not None
             times.append(timed(lambda c=c: store.finish(
@@ -116,7 +130,8 @@ def main() -> None:
 
         print(f"before: {load_and_steal()}")
         print(f"{'statement':>9} {'backlog':>8} {'ms p50':>8} {'ms mean':>8}")
-        for name, run in (("resume", resume), ("finish", finish)):
+        for name, run in (("resume", resume), ("finish", finish),
+                          ("scheduled", functools.partial(finish, scheduled=True))):
             for n in (int(s) for s in args.sizes.split(",")):
                 fresh(pg)
                 times = run(pg, n, args.samples)

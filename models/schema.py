@@ -157,10 +157,10 @@ class AgentJob(Base):
         CheckConstraint("concurrency_limit >= 1", name="ck_agent_jobs_concurrency_limit"),
         # The ready queue: what the dispatch sweep scans.
         Index("ix_agent_jobs_ready", "run_after", postgresql_where=text("status = 'queued'")),
-        # The fair share (tasks.engine.fair): an owner's unpublished backlog in order, and
-        # the places it holds. No index reads heartbeat_at or write_seq, so a checkpoint's
-        # update of the row is HOT (migration 0018 also leaves room: fillfactor 80).
-        Index("ix_agent_jobs_unpublished", "project_id", text("priority DESC"), "created_at",
+        # The fair share (tasks.engine.fair): an owner's unpublished backlog by priority level,
+        # due jobs first in each (0023), and the places it holds. No index reads heartbeat_at
+        # or write_seq, so a checkpoint's update of the row is HOT (0018: fillfactor 80).
+        Index("ix_agent_jobs_unpublished", "project_id", text("priority DESC"), "run_after",
               postgresql_where=text("(status || '') = 'queued' AND dispatched_at IS NULL")),
         Index("ix_agent_jobs_holding", "project_id", postgresql_where=text(
             "status = 'running' OR (status = 'queued' AND dispatched_at IS NOT NULL)")),

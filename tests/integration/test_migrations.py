@@ -97,6 +97,7 @@ def _wait_for_a_lock_wait(monitor: psycopg.Connection, others: set[int]) -> None
 @pytest.mark.parametrize(("before", "revision", "indexes"), [
     ("0017", "0018", {"ix_agent_jobs_unpublished", "ix_agent_jobs_holding"}),
     ("0021", "0022", {"ix_agent_jobs_unpublished"}),
+    ("0022", "0023", {"ix_agent_jobs_unpublished"}),
 ])
 def test_an_index_migration_lets_the_writers_through(scratch_url, before, revision, indexes):
     command.upgrade(alembic_config(scratch_url), before)

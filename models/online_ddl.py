@@ -30,12 +30,20 @@ def drop_index(name: str) -> None:
         op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
 
 
+def _is_valid(name: str) -> bool:
+    return bool(op.get_bind().exec_driver_sql(
+        "SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "WHERE c.relname = %(name)s AND i.indisvalid)", {"name": name}).scalar())
+
+
 def replace_index(name: str, table: str, columns: str, where: str | None = None) -> None:
     """Build the new definition under a temporary name, then swap: the old index serves
-    reads until the new one is valid, and no step blocks the table's writers."""
+    reads until the new one is valid, and no step blocks the table's writers. A run stopped
+    after the old index was dropped renames the valid new one instead of building it again."""
     building = f"{name}_next"
-    create_index(building, table, columns, where)
-    drop_index(name)
+    if not (_is_valid(building) and not _is_valid(name)):
+        create_index(building, table, columns, where)
+        drop_index(name)
     with op.get_context().autocommit_block():
         # Renaming an index takes SHARE UPDATE EXCLUSIVE on the index only (PostgreSQL 12+).
         op.execute(f"ALTER INDEX {building} RENAME TO {name}")

@@ -65,8 +65,10 @@ WITH ins AS (
         idempotency_key, run_after, max_attempts, parent_job_id, concurrency_key,
         concurrency_limit, timeout_seconds, dispatched_at)
     SELECT %(id)s, %(project_id)s, %(job_type)s, %(agent_key)s, %(queue)s, %(priority)s,
-        %(payload)s::jsonb, %(key)s, COALESCE(%(run_after)s::timestamptz, now()), %(max_attempts)s,
-        %(parent)s::uuid, %(ckey)s::text, %(climit)s, %(timeout)s::int,
+        -- A run_after already past is now (GREATEST skips a NULL): a held-back job's place
+        -- in its owner's order is its due time (tasks.engine.fair.PICK), not the client's.
+        %(payload)s::jsonb, %(key)s, GREATEST(%(run_after)s::timestamptz, now()),
+        %(max_attempts)s, %(parent)s::uuid, %(ckey)s::text, %(climit)s, %(timeout)s::int,
         CASE WHEN (%(run_after)s::timestamptz IS NULL OR %(run_after)s::timestamptz <= now())
                   AND {fair.publish_now("%(project_id)s::uuid")}
              THEN now() END
@@ -209,7 +211,8 @@ WITH input AS (
         idempotency_key, run_after, max_attempts, parent_job_id, concurrency_key,
         concurrency_limit, timeout_seconds, dispatched_at)
     SELECT i.id, %(project_id)s::uuid, i.job_type, i.agent_key, i.queue, i.priority,
-        i.payload::jsonb, i.key, COALESCE(i.run_after, now()), i.max_attempts, i.parent,
+        i.payload::jsonb, i.key, GREATEST(i.run_after, now()), -- INSERT_JOB says why
+        i.max_attempts, i.parent,
         i.ckey, i.climit, i.timeout,
         CASE WHEN (i.run_after IS NULL OR i.run_after <= now())
                   AND i.ord <= (SELECT n FROM room) THEN now() END

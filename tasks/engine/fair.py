@@ -101,20 +101,33 @@ _OWNER = "(SELECT owner_id FROM projects WHERE id = %(project)s)"
 # version against the WHERE. The owner's refill and a run's finish (tasks.engine.store, which
 # frees a place and fills it in one statement) use it.
 #
-# One short range of ix_agent_jobs_unpublished (project, priority, run_after) per project and
-# priority level: only due jobs are read. Walked in priority order instead, each look passed
-# every job of a higher level scheduled for later, row by row (bench/plans.py: 5.1 ms a finish
-# with 30,000 of them scheduled for tomorrow, 0.5 ms with none).
+# Level by level, highest first, each level one short range of ix_agent_jobs_unpublished
+# (project, priority, run_after) per project that holds anything back: only due jobs are
+# read. Walked in priority order by creation instead, each look passed every job of a higher
+# level scheduled for later, row by row (bench/plans.py: 5.1 ms a finish with 30,000 of them
+# scheduled for tomorrow, 0.5 ms with none).
+#
+# No ORDER BY outside the levels, on purpose: the levels come out of generate_series in
+# order, each sorted within, and the LIMIT stops pulling once it has n, so the levels below
+# are never read or locked (sorted as a whole, every level's first n would be locked, and a
+# finish running beside this one would find them all taken).
 PICK = f"""
-    SELECT j.id FROM mine m CROSS JOIN generate_series({MAX_PRIORITY}, 0, -1) AS lvl(priority)
+    WITH holding AS MATERIALIZED (  -- one probe a project: most hold nothing back
+        SELECT m.id FROM mine m WHERE EXISTS (
+            SELECT 1 FROM agent_jobs h WHERE h.project_id = m.id AND {unpublished("h")})
+    )
+    SELECT l.id FROM generate_series({MAX_PRIORITY}, 0, -1) AS lvl(priority)
     CROSS JOIN LATERAL (
-        SELECT j.id, j.priority, j.run_after FROM agent_jobs j
-        WHERE j.project_id = m.id AND j.priority = lvl.priority AND {unpublished("j")}
-          AND j.run_after <= now()
+        SELECT j.id FROM holding m CROSS JOIN LATERAL (
+            SELECT j.id, j.run_after FROM agent_jobs j
+            WHERE j.project_id = m.id AND j.priority = lvl.priority AND {unpublished("j")}
+              AND j.run_after <= now()
+            ORDER BY j.run_after LIMIT (SELECT n FROM room)
+            FOR UPDATE OF j SKIP LOCKED
+        ) j
         ORDER BY j.run_after LIMIT (SELECT n FROM room)
-        FOR UPDATE OF j SKIP LOCKED
-    ) j
-    ORDER BY j.priority DESC, j.run_after LIMIT (SELECT n FROM room)
+    ) l
+    LIMIT (SELECT n FROM room)
 """
 
 # One owner's refill, after each of its jobs ends: both reads are short index scans

@@ -96,3 +96,21 @@ def test_enqueue_rejects_bad_requests_and_writes_nothing(project, req, error, ma
 def test_enqueue_into_a_missing_project_is_refused(db):
     with pytest.raises(ProjectNotFound):
         enqueue(EnqueueRequest(project_id=uuid.uuid4(), job_type="system.canary"), publish=False)
+
+
+def test_a_run_after_already_past_is_stored_as_the_enqueues_own_time(project):
+    # A held-back job's place in its owner's order is its due time (tasks.engine.fair): a
+    # client naming last year must not go before the jobs it enqueued before this one.
+    from datetime import UTC, datetime
+
+    from tasks.engine.enqueue import enqueue_many
+
+    past = datetime(2020, 1, 1, tzinfo=UTC)
+    one = enqueue(EnqueueRequest(project_id=project, job_type="system.canary", run_after=past),
+                  publish=False)
+    (many,) = enqueue_many([EnqueueRequest(project_id=project, job_type="system.canary",
+                                           run_after=past)])
+    for job_id in (one.job_id, many.job_id):  # type: ignore[union-attr]
+        row = pg.fetch_one_dict("SELECT run_after, created_at FROM agent_jobs WHERE id = %s",
+                                (job_id,))
+        assert row is not None and row["run_after"] == row["created_at"]

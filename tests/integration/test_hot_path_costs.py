@@ -111,15 +111,33 @@ def test_an_owners_refill_does_not_walk_its_jobs_scheduled_for_later(project):
     assert pages < 80, pages
 
 
-def test_the_refill_publishes_the_highest_priority_then_the_oldest(project):
+def test_the_refill_publishes_the_highest_priority_then_the_longest_due(project):
     _backlog(project, 50, 0)
     pg.execute("UPDATE agent_jobs SET priority = 7 WHERE project_id = %s AND idempotency_key "
                "IN ('k40', 'k30')", (project,))
+    # Within a level, the order is the due time, whatever the order of creation
+    for key, minutes in (("k5", 3), ("k6", 2), ("k1", 1)):
+        pg.execute("UPDATE agent_jobs SET run_after = now() - make_interval(mins => %s) "
+                   "WHERE project_id = %s AND idempotency_key = %s", (minutes, project, key))
     published = pg.fetch_dicts(fair.REFILL_OWNER, {"project": project, "cap": 4})
-    keys = {r["id"]: None for r in published}
     rows = pg.fetch_dicts("SELECT idempotency_key FROM agent_jobs WHERE id = ANY(%s) "
-                          "ORDER BY idempotency_key", (list(keys),))
-    assert [r["idempotency_key"] for r in rows] == ["k1", "k2", "k30", "k40"]
+                          "ORDER BY idempotency_key", ([r["id"] for r in published],))
+    assert [r["idempotency_key"] for r in rows] == ["k30", "k40", "k5", "k6"]
+
+
+def test_a_pick_locks_no_job_of_a_level_it_does_not_reach(project):
+    # Given an owner holding back one job at priority 9 and one at 5, none published
+    _backlog(project, 2, 0)
+    pg.execute("UPDATE agent_jobs SET priority = CASE idempotency_key WHEN 'k1' THEN 9 ELSE 5 "
+               "END WHERE project_id = %s", (project,))
+    # When one finish's pick (room for one) has taken the 9 and not yet committed
+    with pg.transaction() as first:
+        taken = first.execute(fair.REFILL_OWNER, {"project": project, "cap": 1}).fetchall()
+        assert len(taken) == 1
+        # Then another's, beside it, takes the 5: the first locked nothing of level 5
+        with pg.connect() as beside:
+            also = beside.execute(fair.REFILL_OWNER, {"project": project, "cap": 1}).fetchall()
+    assert len(also) == 1 and also[0][0] != taken[0][0]
 
 
 @contextlib.contextmanager

@@ -46,9 +46,16 @@ def held_by(owner: str) -> str:
     a join): each count is an index scan of ix_agent_jobs_holding on its project_id. As a
     join, a plan made on a small table (the hot path's statements are prepared once per
     connection) read the places of every owner at each enqueue and finish."""
-    return (f"(SELECT COALESCE(sum(hn.n), 0)::bigint FROM projects hp CROSS JOIN LATERAL "
+    return held_in("projects", f"WHERE hp.owner_id = {owner}")
+
+
+def held_in(projects: str, where: str = "") -> str:
+    """SQL: how many places the jobs of `projects` (a table or CTE of project ids, `where`
+    choosing among them) hold now; held_by's count. A statement that already holds its
+    owner's projects (a CTE `mine`) counts through it and says the owner once."""
+    return (f"(SELECT COALESCE(sum(hn.n), 0)::bigint FROM {projects} hp CROSS JOIN LATERAL "
             f"(SELECT count(*) AS n FROM agent_jobs h WHERE h.project_id = hp.id "
-            f"AND {HOLDS_PLACE}) hn WHERE hp.owner_id = {owner})")
+            f"AND {HOLDS_PLACE}) hn {where})")
 
 
 def free_places(owner: str, cap: str = "%(cap)s") -> str:
@@ -112,18 +119,16 @@ _OWNER = "(SELECT owner_id FROM projects WHERE id = %(project)s)"
 # are never read or locked (sorted as a whole, every level's first n would be locked, and a
 # finish running beside this one would find them all taken).
 PICK = f"""
-    WITH holding AS MATERIALIZED (  -- one probe a project: most hold nothing back
+    WITH hm AS MATERIALIZED (  -- the projects holding something back: one probe each
         SELECT m.id FROM mine m WHERE EXISTS (
-            SELECT 1 FROM agent_jobs h WHERE h.project_id = m.id AND {unpublished("h")})
+            SELECT FROM agent_jobs h WHERE h.project_id = m.id AND {unpublished("h")})
     )
-    SELECT l.id FROM generate_series({MAX_PRIORITY}, 0, -1) AS lvl(priority)
-    CROSS JOIN LATERAL (
-        SELECT j.id FROM holding m CROSS JOIN LATERAL (
+    SELECT l.id FROM generate_series({MAX_PRIORITY}, 0, -1) v(p) CROSS JOIN LATERAL (
+        SELECT j.id FROM hm CROSS JOIN LATERAL (
             SELECT j.id, j.run_after FROM agent_jobs j
-            WHERE j.project_id = m.id AND j.priority = lvl.priority AND {unpublished("j")}
+            WHERE j.project_id = hm.id AND j.priority = v.p AND {unpublished("j")}
               AND j.run_after <= now()
-            ORDER BY j.run_after LIMIT (SELECT n FROM room)
-            FOR UPDATE OF j SKIP LOCKED
+            ORDER BY j.run_after LIMIT (SELECT n FROM room) FOR UPDATE SKIP LOCKED
         ) j
         ORDER BY j.run_after LIMIT (SELECT n FROM room)
     ) l
@@ -138,7 +143,7 @@ WITH mine AS MATERIALIZED (
     SELECT p.id FROM projects p
     WHERE p.owner_id = {_OWNER}
 ), room AS MATERIALIZED (
-    SELECT GREATEST(%(cap)s::int - {held_by(_OWNER)}, 0) AS n
+    SELECT GREATEST(%(cap)s::int - {held_in("mine")}, 0) AS n
 ), pick AS ({PICK})
 UPDATE agent_jobs j SET dispatched_at = now() WHERE j.id = ANY(ARRAY(SELECT id FROM pick))
 RETURNING {moved_columns("j")}

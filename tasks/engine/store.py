@@ -444,7 +444,9 @@ WITH job AS (
     WHERE %(cap)s::int > 0 AND (SELECT status FROM job) IN {sql_list(fair.FREES_PLACE)}
       AND p.owner_id = {_JOB_OWNER}
 ), free AS MATERIALIZED (  -- + 1: the statement's snapshot still counts this job's place
-    SELECT GREATEST(%(cap)s::int + 1 - {fair.held_by(_JOB_OWNER)}, 0) AS n
+    -- (counted through mine: when mine is empty nothing is picked, and free counts for
+    -- nothing)
+    SELECT GREATEST(%(cap)s::int + 1 - {fair.held_in("mine")}, 0) AS n
 ), room AS (  -- the move frees one place: one job here, any more by the owner's refill
     SELECT LEAST(n, 1) AS n FROM free
 ), pick AS ({fair.PICK}

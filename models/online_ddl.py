@@ -31,19 +31,24 @@ def drop_index(name: str) -> None:
 
 
 def _is_valid(name: str) -> bool:
+    """A valid index of that name in the schema the migration writes to (offline, `alembic
+    upgrade --sql`, there is no database to ask: no)."""
+    if op.get_context().as_sql:
+        return False
     return bool(op.get_bind().exec_driver_sql(
         "SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-        "WHERE c.relname = %(name)s AND i.indisvalid)", {"name": name}).scalar())
+        "WHERE c.oid = to_regclass(%(name)s) AND i.indisvalid)", {"name": name}).scalar())
 
 
 def replace_index(name: str, table: str, columns: str, where: str | None = None) -> None:
     """Build the new definition under a temporary name, then swap: the old index serves
     reads until the new one is valid, and no step blocks the table's writers. A run stopped
-    after the old index was dropped renames the valid new one instead of building it again."""
+    after the build keeps what it built (a valid `<name>_next` is only ever this migration's:
+    alembic runs it again only while its revision is not stamped)."""
     building = f"{name}_next"
-    if not (_is_valid(building) and not _is_valid(name)):
+    if not _is_valid(building):
         create_index(building, table, columns, where)
-        drop_index(name)
+    drop_index(name)
     with op.get_context().autocommit_block():
         # Renaming an index takes SHARE UPDATE EXCLUSIVE on the index only (PostgreSQL 12+).
         op.execute(f"ALTER INDEX {building} RENAME TO {name}")

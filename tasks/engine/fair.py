@@ -117,11 +117,17 @@ _OWNER = "(SELECT owner_id FROM projects WHERE id = %(project)s)"
 # No ORDER BY outside the levels, on purpose: the levels come out of generate_series in
 # order, each sorted within, and the LIMIT stops pulling once it has n, so the levels below
 # are never read or locked (sorted as a whole, every level's first n would be locked, and a
-# finish running beside this one would find them all taken).
+# finish running beside this one would find them all taken). Within the level it reaches,
+# each holding project's first n are locked before the level's sort keeps n of them: an owner
+# with several projects can still have a finish beside this one find nothing, and its place
+# waits for the dispatch sweep.
 PICK = f"""
     WITH hm AS MATERIALIZED (  -- the projects holding something back: one probe each
-        SELECT m.id FROM mine m WHERE EXISTS (
-            SELECT FROM agent_jobs h WHERE h.project_id = m.id AND {unpublished("h")})
+        -- (lateral, not EXISTS: a semi-join planned on a table never measured walked the
+        -- whole index, every owner's held-back jobs)
+        SELECT m.id FROM mine m CROSS JOIN LATERAL (
+            SELECT FROM agent_jobs h WHERE h.project_id = m.id AND {unpublished("h")} LIMIT 1
+        ) h
     )
     SELECT l.id FROM generate_series({MAX_PRIORITY}, 0, -1) v(p) CROSS JOIN LATERAL (
         SELECT j.id FROM hm CROSS JOIN LATERAL (

@@ -201,6 +201,16 @@ def test_a_finish_reads_the_owners_next_job_by_its_key_whatever_its_plan(project
     assert [r[0] for r in done.refilled] == held
     (finish,) = [p for p in plans if "refill AS (" in p]
     assert "Seq Scan on agent_jobs" not in finish, finish
+    assert not _index_walks(finish), finish
+
+
+def _index_walks(plan: str) -> list[str]:
+    """The scans of an index of agent_jobs in an auto_explain plan that have no Index Cond:
+    passes over the whole index (every owner's rows), as bad as a Seq Scan on a big table."""
+    nodes = re.split(r"\n\s*->\s*", plan)
+    return [node.splitlines()[0] for node in nodes
+            if re.search(r"(Index Scan|Index Only Scan) using \S+ on agent_jobs", node)
+            and "Index Cond:" not in node]
 
 
 def test_a_claim_finds_its_job_by_key_with_a_backlog_the_statistics_never_saw(project):

@@ -140,7 +140,18 @@ def test_a_rebuild_stopped_half_way_can_run_again(scratch_url):
     name; the next run replaces it instead of failing on the name."""
     command.upgrade(alembic_config(scratch_url), "0021")
     with psycopg.connect(scratch_url, autocommit=True) as conn:
-        conn.execute("CREATE INDEX ix_agent_jobs_unpublished_next ON agent_jobs (created_at)")
+        project = conn.execute("INSERT INTO projects (id, name) VALUES (gen_random_uuid(), "
+                               "'p') RETURNING id").fetchone()
+        conn.execute("INSERT INTO agent_jobs (id, project_id, job_type, idempotency_key) "
+                     "SELECT gen_random_uuid(), %s, 'system.canary', 'k' || g "
+                     "FROM generate_series(1, 2) g", project)
+        # A concurrent build that fails (here: two rows where it wants one) leaves its
+        # index behind, INVALID, as a cancelled one does
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute("CREATE UNIQUE INDEX CONCURRENTLY ix_agent_jobs_unpublished_next "
+                         "ON agent_jobs (project_id)")
+        assert conn.execute("SELECT NOT indisvalid FROM pg_index WHERE indexrelid = "
+                            "'ix_agent_jobs_unpublished_next'::regclass").fetchone() == (True,)
     migrate(scratch_url)
     assert _diff(scratch_url) == []
 

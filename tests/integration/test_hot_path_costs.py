@@ -76,16 +76,21 @@ def test_an_owners_refill_reads_a_few_index_pages_not_its_backlog(project):
     _backlog(project, 5000, 15)
     pg.execute("ANALYZE agent_jobs")
     # When a place frees and its refill runs
+    published, pages = _refill_with_room_for_one(project)
+    # Then it publishes the one job that fits, reading tens of pages (a pass over the
+    # backlog reads hundreds: 5,000 rows are ~150 heap pages and ~40 index pages; the pick
+    # reads two or three index pages at each of the ten priority levels)
+    assert published == 1
+    assert pages < 80, pages
+
+
+def _refill_with_room_for_one(project: str) -> tuple[int, int]:
+    """The owner's refill (cap 16), explained as it runs: (jobs it published, pages it read)."""
     with pg.transaction() as conn:
         plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + fair.REFILL_OWNER,
                             {"project": project, "cap": 16}).fetchone()[0]
     top = (plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]
-    # Then it publishes the one job that fits, reading tens of pages (a pass over the
-    # backlog reads hundreds: 5,000 rows are ~150 heap pages and ~40 index pages; the pick
-    # reads two or three index pages at each of the ten priority levels)
-    assert top["Actual Rows"] == 1
-    pages = top["Shared Hit Blocks"] + top["Shared Read Blocks"]
-    assert pages < 80, pages
+    return top["Actual Rows"], top["Shared Hit Blocks"] + top["Shared Read Blocks"]
 
 
 def test_an_owners_refill_does_not_walk_its_jobs_scheduled_for_later(project):
@@ -99,15 +104,11 @@ def test_an_owners_refill_does_not_walk_its_jobs_scheduled_for_later(project):
     _backlog(project, 1, 0, key="due")
     pg.execute("ANALYZE agent_jobs")
     # When a place frees and its refill runs (a finish's pick is the same statement's)
-    with pg.transaction() as conn:
-        plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + fair.REFILL_OWNER,
-                            {"project": project, "cap": 16}).fetchone()[0]
-    top = (plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]
+    published, pages = _refill_with_room_for_one(project)
     # Then it publishes the due job, reading tens of pages: the scheduled ones, all of a
     # higher priority and older, are not read one by one until the due one is found
     # (bench/plans.py: 5.1 ms a finish with 30,000 of them, 0.5 with none)
-    assert top["Actual Rows"] == 1
-    pages = top["Shared Hit Blocks"] + top["Shared Read Blocks"]
+    assert published == 1
     assert pages < 80, pages
 
 

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from tasks.engine import pg
-from tasks.engine.enqueue import EnqueueRequest, ProjectNotFound, enqueue
+from tasks.engine.enqueue import Enqueued, EnqueueRequest, ProjectNotFound, enqueue
 from tasks.engine.errors import InvalidPayload, UnknownJobType
 from tests.integration.jobdb import in_threads, job, status_history, tuples
 
@@ -110,7 +110,8 @@ def test_a_run_after_already_past_is_stored_as_the_enqueues_own_time(project):
                   publish=False)
     (many,) = enqueue_many([EnqueueRequest(project_id=project, job_type="system.canary",
                                            run_after=past)])
-    for job_id in (one.job_id, many.job_id):  # type: ignore[union-attr]
+    assert isinstance(many, Enqueued), many
+    for job_id in (one.job_id, many.job_id):
         row = pg.fetch_one_dict("SELECT run_after, created_at FROM agent_jobs WHERE id = %s",
                                 (job_id,))
         assert row is not None and row["run_after"] == row["created_at"]

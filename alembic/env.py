@@ -32,10 +32,17 @@ def run_migrations_offline() -> None:
 
 
 def run_migrations_online() -> None:
-    engine = create_engine(database_url(), poolclass=pool.NullPool)
+    # A statement waiting for a table's lock holds every writer queued behind its request: it
+    # gives up after the lock timeout instead (app.ops.migrations asks again, and says who
+    # holds the lock). Set for the session, so that models.online_ddl's concurrent builds,
+    # which block no writer while they wait, can lift it and RESET back to it.
+    lock_timeout_ms = max(1, round(get_settings().migration_lock_timeout_seconds * 1000))
+    engine = create_engine(database_url(), poolclass=pool.NullPool,
+                           connect_args={"options": f"-c lock_timeout={lock_timeout_ms}"})
     with engine.connect() as connection:
+        # One transaction a migration: one that gives up on a lock leaves those before it done.
         context.configure(connection=connection, target_metadata=target_metadata, compare_type=True,
-                          include_name=_include_name)
+                          include_name=_include_name, transaction_per_migration=True)
         with context.begin_transaction():
             context.run_migrations()
     engine.dispose()

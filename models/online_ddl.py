@@ -1,4 +1,4 @@
-"""Index changes a migration can make while the application keeps writing.
+"""Index and constraint changes a migration can make while the application keeps writing.
 
 A plain `CREATE INDEX` holds a SHARE lock on the table for the whole build (it reads every
 row), and a plain `DROP INDEX` asks for ACCESS EXCLUSIVE: while either waits or runs, every
@@ -9,24 +9,42 @@ are committed first: keep these at the end of a migration's upgrade).
 
 Each is safe to run again after a failure half-way (a cancelled concurrent build leaves an
 INVALID index behind under its name): a name this migration creates is dropped first if it
-is there, and a drop says IF EXISTS.
+is there, and a drop says IF EXISTS. They wait as long as they must: a migration's other
+statements give up on a lock after SWITCHYARD_MIGRATION_LOCK_TIMEOUT_SECONDS (alembic/env.py),
+because a plain lock request holds every writer while it waits, which these do not.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from alembic import op
+
+
+@contextmanager
+def _autocommit() -> Iterator[None]:
+    """Alembic's autocommit block, without the migration's lock timeout (alembic/env.py): a
+    concurrent build or drop waits for the transactions open when it starts and blocks no
+    writer meanwhile, so it may wait; given up on, a build of a big table would be lost."""
+    with op.get_context().autocommit_block():
+        op.execute("SET lock_timeout = 0")
+        try:
+            yield
+        finally:
+            op.execute("RESET lock_timeout")
 
 
 def create_index(name: str, table: str, columns: str, where: str | None = None) -> None:
     """`CREATE INDEX CONCURRENTLY name ON table columns [WHERE where]`, replacing a leftover."""
     predicate = f" WHERE {where}" if where else ""
-    with op.get_context().autocommit_block():
+    with _autocommit():
         op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
         op.execute(f"CREATE INDEX CONCURRENTLY {name} ON {table} {columns}{predicate}")
 
 
 def drop_index(name: str) -> None:
-    with op.get_context().autocommit_block():
+    with _autocommit():
         op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
 
 
@@ -49,6 +67,13 @@ def replace_index(name: str, table: str, columns: str, where: str | None = None)
     if not _is_valid(building):
         create_index(building, table, columns, where)
     drop_index(name)
-    with op.get_context().autocommit_block():
+    with _autocommit():
         # Renaming an index takes SHARE UPDATE EXCLUSIVE on the index only (PostgreSQL 12+).
         op.execute(f"ALTER INDEX {building} RENAME TO {name}")
+
+
+def validate_constraint(table: str, name: str) -> None:
+    """Check a constraint added NOT VALID over the rows already there. The check takes SHARE
+    UPDATE EXCLUSIVE, which writers pass; the constraint held every new row meanwhile."""
+    with _autocommit():
+        op.execute(f"ALTER TABLE {table} VALIDATE CONSTRAINT {name}")

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 
+import click
+import psycopg
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy.exc import DBAPIError
+
+from tasks.settings import get_settings, libpq_url
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (app/ops/migrations.py)
+
+log = logging.getLogger(__name__)
+
+
+class MigrationBlocked(click.ClickException):
+    """A migration asked for a table's lock until its wait ran out: a transaction holds it.
+    (`switchyard migrate` and `up` print the message, not a traceback, and exit 1.)"""
 
 
 def alembic_config(database_url: str | None = None) -> Config:
@@ -19,5 +34,55 @@ def alembic_config(database_url: str | None = None) -> Config:
     return cfg
 
 
-def upgrade(database_url: str | None = None) -> None:
-    command.upgrade(alembic_config(database_url), "head")
+def upgrade(database_url: str | None = None, revision: str = "head") -> None:
+    """Upgrade to `revision`. A migration statement that waited the lock timeout for a table's lock
+    (alembic/env.py) was rolled back and let the writers queued behind it through; it is asked
+    again, pausing longer each time, for SWITCHYARD_MIGRATION_LOCK_WAIT_SECONDS in all."""
+    settings = get_settings()
+    deadline = time.monotonic() + settings.migration_lock_wait_seconds
+    pause, attempts = 0.5, 0
+    while True:
+        attempts += 1
+        try:
+            command.upgrade(alembic_config(database_url), revision)
+            return
+        except DBAPIError as exc:
+            if not isinstance(exc.orig, psycopg.errors.LockNotAvailable):
+                raise
+            blocked, holders = _blocked_on(database_url or settings.database_url)
+            if time.monotonic() + pause > deadline:
+                raise MigrationBlocked(
+                    f"migration {blocked} waited for a table's lock {attempts} time(s), "
+                    f"{settings.migration_lock_timeout_seconds:g} s each, and gave up: "
+                    f"another transaction holds the table. {holders} End that transaction "
+                    "(SELECT pg_terminate_backend(<pid>)) and migrate again, or let the "
+                    "migration wait longer (SWITCHYARD_MIGRATION_LOCK_WAIT_SECONDS)."
+                ) from None
+            log.warning("migration %s is waiting for a table's lock, asking again in %.1f s; "
+                        "the application's writes go on meanwhile. %s", blocked, pause, holders)
+            time.sleep(pause)
+            pause = min(pause * 2, 10.0)
+
+
+def _blocked_on(database_url: str) -> tuple[str, str]:
+    """The revision that could not run (the one after the database's), and the oldest open
+    transactions of the database: who they are and how long they have been open, never what
+    they run (a statement's text may carry anything)."""
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
+        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        oldest = conn.execute(
+            "SELECT pid, state, date_trunc('second', now() - xact_start)::text, usename, "
+            "application_name FROM pg_stat_activity WHERE datname = current_database() "
+            "AND xact_start IS NOT NULL AND pid <> pg_backend_pid() "
+            "ORDER BY xact_start LIMIT 3").fetchall()
+    current = row[0] if row else None
+    script = ScriptDirectory.from_config(alembic_config())
+    following = [rev.revision for rev in script.walk_revisions()
+                 if rev.down_revision == current]
+    holders = "; ".join(
+        f"pid {pid} ({state} for {age}, user {user}"
+        + (f", application {app!r}" if app else "") + ")"
+        for pid, state, age, user, app in oldest)
+    return (following[0] if following else "head",
+            f"Oldest open transactions: {holders}." if holders else
+            "No transaction is open now.")

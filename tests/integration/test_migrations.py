@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
@@ -16,7 +18,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect
 
 from app.ops.embedded import scratch_database
-from app.ops.migrations import alembic_config
+from app.ops.migrations import MigrationBlocked, alembic_config
 from app.ops.migrations import upgrade as migrate
 from models import Base
 from models.schema import managed_by_migrations
@@ -65,6 +67,7 @@ def test_every_revision_has_a_real_message():
 def test_upgrade_head_on_an_empty_database_matches_the_models(scratch_url):
     migrate(scratch_url)
     assert _diff(scratch_url) == []
+    assert _unchecked_constraints(scratch_url) == []  # one added NOT VALID was checked after
     assert _tables(scratch_url) == set(Base.metadata.tables) | {"alembic_version"}
 
 
@@ -74,6 +77,19 @@ def test_downgrade_to_base_and_back_up_again(scratch_url):
     assert _tables(scratch_url) == {"alembic_version"}
     migrate(scratch_url)
     assert _diff(scratch_url) == []
+
+def _in_thread(target: Callable[[], None]) -> tuple[threading.Thread, list[BaseException]]:
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            target()
+        except BaseException as exc:  # reported by the test's thread
+            failures.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, failures
 
 
 def _wait_for_a_lock_wait(monitor: psycopg.Connection, others: set[int]) -> None:
@@ -99,26 +115,24 @@ def _wait_for_a_lock_wait(monitor: psycopg.Connection, others: set[int]) -> None
     ("0021", "0022", {"ix_agent_jobs_unpublished"}),
     ("0022", "0023", {"ix_agent_jobs_unpublished"}),
 ])
-def test_an_index_migration_lets_the_writers_through(scratch_url, before, revision, indexes):
+def test_an_index_migration_lets_the_writers_through(scratch_url, settings_env, before,
+                                                    revision, indexes):
+    # A concurrent build blocks no writer while it waits, so it waits past the migrations'
+    # lock timeout (given up on, a build of a big table would be lost and begun again)
+    settings_env(SWITCHYARD_MIGRATION_LOCK_TIMEOUT_SECONDS="0.2",
+                 SWITCHYARD_MIGRATION_LOCK_WAIT_SECONDS="0")
     command.upgrade(alembic_config(scratch_url), before)
-    failures: list[BaseException] = []
-
-    def migrate_to_revision() -> None:
-        try:
-            command.upgrade(alembic_config(scratch_url), revision)
-        except BaseException as exc:  # reported by the test's thread
-            failures.append(exc)
 
     with psycopg.connect(scratch_url, autocommit=True) as monitor, \
             psycopg.connect(scratch_url) as holder, \
             psycopg.connect(scratch_url, autocommit=True) as writer:
         holder.execute("UPDATE agent_jobs SET priority = priority")  # ROW EXCLUSIVE, held
-        migration = threading.Thread(target=migrate_to_revision)
-        migration.start()
+        migration, failures = _in_thread(lambda: migrate(scratch_url, revision))
         try:
             _wait_for_a_lock_wait(monitor, {holder.info.backend_pid})
             writer.execute("SET lock_timeout = '3s'")
             writer.execute("UPDATE agent_jobs SET priority = priority")  # ROW EXCLUSIVE
+            time.sleep(0.5)  # the build still waiting, past the lock timeout
         finally:
             holder.rollback()
             migration.join(60)
@@ -169,4 +183,86 @@ def test_a_swap_stopped_after_the_old_index_went_renames_the_new_one(scratch_url
         migrate(scratch_url)
         kept = conn.execute("SELECT 'ix_agent_jobs_unpublished'::regclass::oid").fetchone()
     assert kept == built
+    assert _diff(scratch_url) == []
+
+
+
+# 0020 adds a column to agent_jobs: ACCESS EXCLUSIVE, for a moment once granted. Behind a
+# long transaction that has read the table (a report, a console left open) the request waits,
+# and every writer queues behind the request: a release stops the application for as long as
+# that transaction lives. A migration gives up on a lock after its lock timeout, lets the
+# writers by, and asks again.
+def test_a_migration_waiting_for_a_lock_lets_the_writers_through(scratch_url, settings_env):
+    settings_env(SWITCHYARD_MIGRATION_LOCK_TIMEOUT_SECONDS="0.5")
+    command.upgrade(alembic_config(scratch_url), "0019")
+    with psycopg.connect(scratch_url, autocommit=True) as monitor, \
+            psycopg.connect(scratch_url) as reader, \
+            psycopg.connect(scratch_url, autocommit=True) as writer:
+        reader.execute("SELECT count(*) FROM agent_jobs")  # ACCESS SHARE, held till it ends
+        migration, failures = _in_thread(lambda: migrate(scratch_url))
+        try:
+            _wait_for_a_lock_wait(monitor, {reader.info.backend_pid})
+            writer.execute("SET lock_timeout = '3s'")
+            for _ in range(3):  # whichever attempt of the migration's is waiting meanwhile
+                writer.execute("UPDATE agent_jobs SET priority = priority")
+                time.sleep(0.4)
+        finally:
+            reader.rollback()
+            migration.join(60)
+        assert not failures, failures
+        assert not migration.is_alive()
+        head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+        assert monitor.execute("SELECT version_num FROM alembic_version").fetchone() == (head,)
+    assert _diff(scratch_url) == []
+
+
+def test_a_migration_that_never_gets_its_lock_names_what_holds_it(scratch_url, settings_env):
+    settings_env(SWITCHYARD_MIGRATION_LOCK_TIMEOUT_SECONDS="0.2",
+                 SWITCHYARD_MIGRATION_LOCK_WAIT_SECONDS="1.5")
+    command.upgrade(alembic_config(scratch_url), "0019")
+    with psycopg.connect(scratch_url, autocommit=True) as monitor, \
+            psycopg.connect(scratch_url) as reader:
+        reader.execute("SELECT count(*) FROM agent_jobs")
+        holder = reader.info.backend_pid
+        with pytest.raises(MigrationBlocked) as blocked:
+            migrate(scratch_url)
+        # The command says the same, not a traceback
+        cli = subprocess.run([sys.executable, "-m", "app.ops.cli", "migrate"],
+                             capture_output=True, text=True, timeout=120,
+                             env=os.environ | {"DATABASE_URL": scratch_url})
+        reader.rollback()
+        # Nothing of the migration that timed out stays; the ones before it are kept
+        assert monitor.execute("SELECT version_num FROM alembic_version").fetchone() == ("0019",)
+        assert not monitor.execute("SELECT 1 FROM information_schema.columns WHERE "
+                                   "table_name = 'agent_jobs' AND column_name = 'rerun_of'"
+                                   ).fetchall()
+    message = str(blocked.value)
+    assert "0020" in message
+    assert f"pid {holder} (idle in transaction for " in message
+    assert "SWITCHYARD_MIGRATION_LOCK_WAIT_SECONDS" in message
+    assert "count(*)" not in message  # what a session runs is never shown: it may hold secrets
+    assert cli.returncode == 1
+    said = cli.stderr.strip().splitlines()
+    assert said[0].startswith("migration 0020 is waiting for a table's lock"), said
+    assert said[-1].startswith("Error: migration 0020 waited for a table's lock"), said
+    assert f"pid {holder} (idle in transaction for " in said[-1]
+
+
+def _unchecked_constraints(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        return [name for (name,) in conn.execute(
+            "SELECT conname FROM pg_constraint WHERE NOT convalidated").fetchall()]
+
+
+def test_a_foreign_key_check_stopped_half_way_can_run_again(scratch_url):
+    """0020 adds its column and foreign key NOT VALID (committed), then checks the rows under
+    a lock writers pass; stopped between the two, the next run adds nothing twice and checks."""
+    command.upgrade(alembic_config(scratch_url), "0019")
+    with psycopg.connect(scratch_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE agent_jobs ADD COLUMN rerun_of uuid")
+        conn.execute("ALTER TABLE agent_jobs ADD CONSTRAINT agent_jobs_rerun_of_fkey FOREIGN "
+                     "KEY (rerun_of) REFERENCES agent_jobs (id) ON DELETE SET NULL NOT VALID")
+    assert _unchecked_constraints(scratch_url) == ["agent_jobs_rerun_of_fkey"]
+    migrate(scratch_url)
+    assert _unchecked_constraints(scratch_url) == []
     assert _diff(scratch_url) == []

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tasks.engine import pg
+from tasks.engine import fair, pg
 from tasks.engine.sql import due, running_under_key, visible_to
 from tasks.engine.status import TERMINAL, JobStatus
 from tasks.settings import get_settings
@@ -53,6 +53,9 @@ class Facts:
     key_at_limit: bool = False
     queue_consumers: int = 0  # live workers on the queue (how many, not which)
     queued_ahead: int = 0  # the viewer's own jobs ahead, or every job for the fleet view
+    owner_cap: int = 0  # SWITCHYARD_OWNER_MAX_ACTIVE when the job is held back (else 0)
+    owner_places: int = 0  # the places its owner holds: running, or queued and published
+    owner_ahead: int = 0  # its owner's held-back due jobs that go out before it
     others_ahead: bool = False  # a tenant's view: other tenants' jobs are ahead too
     scoped: bool = False  # counts and names cover the viewer's own jobs only
     stale_after_seconds: float = 60.0
@@ -147,6 +150,13 @@ def _queued(f: Facts) -> Diagnosis:
                              f"{until(f.now, f.run_after)}.")
         return Diagnosis("scheduled", f"It is scheduled to run at "
                          f"{f.run_after:%Y-%m-%d %H:%M:%S} UTC ({until(f.now, f.run_after)}).")
+    if f.owner_cap and f.owner_places >= f.owner_cap:
+        whose, has = ("your", "you have") if f.scoped else ("its owner's", "its owner has")
+        return Diagnosis("owner_limit", f"It waits its turn among {whose} jobs: {has} "
+                         f"{f.owner_places} job(s) running or sent to a worker, as many as one "
+                         f"owner may at once (SWITCHYARD_OWNER_MAX_ACTIVE={f.owner_cap}), and "
+                         f"{f.owner_ahead} of {whose} waiting job(s) go before it; it is sent "
+                         "as they end.")
     if f.concurrency_key and f.key_at_limit:
         holders = _peers(f.key_holders) if f.key_holders else ""
         if len(f.key_holders) < f.concurrency_limit:
@@ -160,8 +170,8 @@ def _queued(f: Facts) -> Diagnosis:
                          f"with `switchyard worker -Q {f.queue}`.")
     published = f" Its wake-up was published {ago(f.now, f.dispatched_at)}." \
         if f.dispatched_at else ""
-    ahead = (f"{f.queued_ahead} of your older job(s)" if f.scoped
-             else f"{f.queued_ahead} older job(s)")
+    ahead = (f"{f.queued_ahead} of your job(s) sent before it" if f.scoped
+             else f"{f.queued_ahead} job(s) sent before it")
     if f.others_ahead:
         ahead += " and jobs of other tenants"
     return Diagnosis("queued", f"It is queued on {f.queue!r} behind {ahead}; "
@@ -174,7 +184,7 @@ SELECT now() AS now, j.id::text AS id, j.job_type, j.status, j.queue, j.attempts
     w.last_seen_at AS worker_seen_at, j.wake_at, j.wait_reason, j.completed_at,
     j.dispatched_at, j.cancel_requested, j.concurrency_key, j.concurrency_limit,
     s.name AS current_step, s.started_at AS step_started_at,
-    j.wait_for, j.priority, j.created_at
+    j.wait_for, j.priority, j.project_id
 FROM agent_jobs j
 LEFT JOIN worker_heartbeats w ON w.worker = j.locked_by AND j.status = 'running'
 LEFT JOIN LATERAL (SELECT name, started_at FROM job_steps
@@ -183,12 +193,31 @@ WHERE j.id = %s
 """
 
 
+# In its queue, the jobs a worker takes before it: the broker's order, highest priority first,
+# then as sent (a job not sent yet goes behind every one sent).
 AHEAD = f"""
 SELECT count(*) FILTER (WHERE {visible_to("j")}) AS ahead,
     COALESCE(bool_or(NOT {visible_to("j")}), false) AS others_ahead
 FROM agent_jobs j
-WHERE {due("j")} AND j.queue = %(queue)s
-  AND (j.priority > %(priority)s OR (j.priority = %(priority)s AND j.created_at < %(created)s))
+WHERE {due("j")} AND j.queue = %(queue)s AND j.dispatched_at IS NOT NULL
+  AND (j.priority > %(priority)s OR (j.priority = %(priority)s
+                                     AND j.dispatched_at < COALESCE(%(sent)s, now())))
+"""
+
+# A job held back by its owner's cap (tasks.engine.fair): the places its owner holds, and its
+# owner's held-back due jobs that go out before it (fair.PICK's order: priority, then due time).
+# Nothing when the project has no owner (the system's jobs are never held).
+OWNER_TURN = f"""
+WITH mine AS MATERIALIZED (
+    SELECT p.id FROM projects p
+    WHERE p.owner_id = (SELECT owner_id FROM projects WHERE id = %(project)s)
+)
+SELECT {fair.held_in("mine")} AS places,
+    (SELECT count(*) FROM mine m JOIN agent_jobs j ON j.project_id = m.id
+     WHERE {fair.unpublished("j")} AND j.run_after <= now()
+       AND (j.priority > %(priority)s OR (j.priority = %(priority)s
+                                          AND j.run_after < %(run_after)s))) AS ahead
+WHERE EXISTS (SELECT FROM mine)
 """
 
 
@@ -203,6 +232,7 @@ def gather(job_id: uuid.UUID | str, viewer: uuid.UUID | None) -> Facts | None:
     waiting_on = key_holders = []
     at_limit = others_ahead = False
     consumers = ahead = 0
+    cap = places = owner_ahead = 0
     if status == JobStatus.WAITING and row["wait_for"]:
         waiting_on = _peer_rows("j.id = ANY(%(ids)s) AND j.status <> ALL(%(terminal)s)",
                                 {"ids": row["wait_for"],
@@ -220,13 +250,20 @@ def gather(job_id: uuid.UUID | str, viewer: uuid.UUID | None) -> Facts | None:
             "AND last_seen_at > now() - make_interval(secs => %s) AND queues ? %s",
             (settings.stale_after_seconds, queue))
         found = pg.fetch_one_dict(AHEAD, {
-            "queue": queue, "priority": row["priority"], "created": row["created_at"],
+            "queue": queue, "priority": row["priority"], "sent": row["dispatched_at"],
             "viewer": viewer})
         assert found is not None  # an aggregate always returns its one row
         ahead, others_ahead = found["ahead"], found["others_ahead"]
-    facts = {k: v for k, v in row.items() if k not in {"wait_for", "priority", "created_at"}}
+        if row["dispatched_at"] is None and fair.cap():
+            turn = pg.fetch_one_dict(OWNER_TURN, {
+                "project": row["project_id"], "priority": row["priority"],
+                "run_after": row["run_after"]})
+            if turn is not None:
+                cap, places, owner_ahead = fair.cap(), turn["places"], turn["ahead"]
+    facts = {k: v for k, v in row.items() if k not in {"wait_for", "priority", "project_id"}}
     return Facts(**facts, waiting_on=waiting_on, key_holders=key_holders, key_at_limit=at_limit,
                  queue_consumers=consumers, queued_ahead=ahead, others_ahead=others_ahead,
+                 owner_cap=cap, owner_places=places, owner_ahead=owner_ahead,
                  scoped=viewer is not None, stale_after_seconds=settings.stale_after_seconds,
                  sweep_seconds=settings.sweep_seconds)
 

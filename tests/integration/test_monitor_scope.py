@@ -45,15 +45,21 @@ def new_project(owner_id: uuid.UUID, name: str) -> str:
 
 
 def add_job(project: str, *, status: str = "queued", worker: str | None = None,
-            job_type: str = "system.canary", queue: str = "default") -> str:
-    """A job row as the engine leaves it (queued and due, or running on `worker`)."""
+            job_type: str = "system.canary", queue: str = "default", sent: bool = True,
+            priority: int = 0) -> str:
+    """A job row as the engine leaves it (queued and due, its wake-up sent unless `sent` is
+    false: held back by its owner's cap; or running on `worker`). Each a moment after the
+    one before, so that their order is the order they were added in."""
     job_id = str(uuid.uuid4())
     pg.execute("INSERT INTO agent_jobs (id, project_id, job_type, queue, status, payload, "
-               "idempotency_key, run_after, locked_by, heartbeat_at, attempts) "
-               "VALUES (%s, %s, %s, %s, %s, '{}', %s, now() - interval '1 minute', %s, "
+               "idempotency_key, run_after, dispatched_at, locked_by, heartbeat_at, attempts, "
+               "priority) "
+               "VALUES (%s, %s, %s, %s, %s, '{}', %s, clock_timestamp() - interval '1 minute', "
+               "CASE WHEN %s THEN clock_timestamp() - interval '1 minute' END, %s, "
                "CASE WHEN %s = 'running' THEN now() END, "
-               "CASE WHEN %s = 'running' THEN 1 ELSE 0 END)",
-               (job_id, project, job_type, queue, status, job_id, worker, status, status))
+               "CASE WHEN %s = 'running' THEN 1 ELSE 0 END, %s)",
+               (job_id, project, job_type, queue, status, job_id, sent, worker, status, status,
+                priority))
     return job_id
 
 
@@ -272,6 +278,30 @@ def test_diagnosis_counts_the_whole_queue_for_an_admin(client: FlaskClient,
     body = diagnosis(client, admin, fleet.bob_queued)
     assert body["facts"]["queued_ahead"] == 5
     assert "behind 5" in body["summary"]
+
+
+def test_diagnosis_says_a_job_waits_for_its_owners_turn(client: FlaskClient, fleet: Fleet,
+                                                        settings_env) -> None:
+    """Held back in PostgreSQL by the owner's cap (tasks.engine.fair), a job waits for the
+    owner's jobs to end, not for a worker: the sentence says so, with the owner's jobs sent
+    and those that go before it (priority, then due time)."""
+    settings_env(SWITCHYARD_OWNER_MAX_ACTIVE="2")
+    # Bob holds two places: bob_running and bob_queued (sent)
+    first = add_job(fleet.bob_project, sent=False)
+    later = add_job(fleet.bob_project, sent=False)
+    add_job(fleet.bob_project, sent=False, priority=5)  # added last, goes first
+    add_job(fleet.bob_project, sent=False)  # behind it
+    body = diagnosis(client, fleet.bob_token, later)
+    assert body["reason"] == "owner_limit", body
+    assert body["facts"]["owner_places"] == 2
+    assert body["facts"]["owner_ahead"] == 2  # the priority-5 job and `first`
+    assert "you have 2 job(s) running or sent" in body["summary"]
+    assert "2 of your waiting job(s) go before it" in body["summary"]
+    assert diagnosis(client, fleet.bob_token, first)["facts"]["owner_ahead"] == 1
+    # One of Bob's places freed: the job's turn has come, it waits for the dispatch sweep
+    pg.execute("UPDATE agent_jobs SET status = 'completed', completed_at = now() "
+               "WHERE id = %s", (fleet.bob_running,))
+    assert diagnosis(client, fleet.bob_token, later)["reason"] == "queued"
 
 
 # --- the CLI ------------------------------------------------------------------------------------

@@ -47,9 +47,15 @@ CASES = [
     ("no_worker", facts(queue="browser", queue_consumers=0),
      ["No live worker", "'browser'", "-Q browser"]),  # the fix, too
     ("queued", facts(queued_ahead=4, dispatched_at=NOW - timedelta(seconds=2)),
-     ["behind 4 older", "1 live worker", "2s ago"]),
+     ["behind 4 job(s) sent before it", "1 live worker", "2s ago"]),
     ("queued", facts(queued_ahead=1, others_ahead=True, scoped=True),
-     ["behind 1 of your older job(s) and jobs of other tenants"]),  # no count of theirs
+     ["behind 1 of your job(s) sent before it and jobs of other tenants"]),  # no count of theirs
+    ("owner_limit", facts(owner_cap=16, owner_places=16, owner_ahead=3, scoped=True),
+     ["your jobs", "you have 16 job(s) running", "SWITCHYARD_OWNER_MAX_ACTIVE=16",
+      "3 of your waiting job(s) go before it"]),  # held back in PostgreSQL, not by a worker
+    ("owner_limit", facts(owner_cap=2, owner_places=2, queue_consumers=0),
+     ["its owner has 2 job(s)", "0 of its owner's waiting"]),  # before "no worker": held here
+    ("queued", facts(owner_cap=16, owner_places=15), ["queued on 'default'"]),  # room left
     ("running", facts(status="running", attempts=1, locked_by="host:42",
                       heartbeat_at=NOW - timedelta(seconds=3), current_step="fetch",
                       step_started_at=NOW - timedelta(seconds=20)),

@@ -420,8 +420,9 @@ def test_call_llm_over_budget_does_not_reach_the_provider(fake_anthropic, projec
 
 # --- the provider pause ----------------------------------------------------------
 
-def paused_for_in_another_process(provider_name: str) -> float:
-    code = f"from tasks.services.llm.flow import paused_for; print(paused_for({provider_name!r}))"
+def paused_for_in_another_process(provider_name: str, model: str) -> float:
+    code = ("from tasks.services.llm.flow import paused_for; "
+            f"print(paused_for({provider_name!r}, {model!r}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=os.environ.copy(),
                          capture_output=True, text=True, timeout=30, check=True)
     return float(out.stdout.strip())
@@ -434,8 +435,8 @@ def test_a_429_pauses_the_provider_for_every_worker(fake_anthropic, project):
         call_llm(provider(fake_anthropic), ask(), project_id=project, job_id=None)
 
     assert (caught.value.count_attempt, caught.value.delay) == (False, 30.0)
-    assert 25 < paused_for_in_another_process("anthropic") <= 30
-    assert paused_for("scripted") == 0.0  # only the provider that said 429
+    assert 25 < paused_for_in_another_process("anthropic", MODEL) <= 30
+    assert paused_for("scripted", MODEL) == 0.0  # only the provider that said 429
     # While paused, nobody calls it: the call is refused before any HTTP
     with pytest.raises(ProviderBusy) as refused:
         call_llm(provider(fake_anthropic), ask(), project_id=project, job_id=None)
@@ -444,13 +445,30 @@ def test_a_429_pauses_the_provider_for_every_worker(fake_anthropic, project):
     assert tuples("SELECT count(*) FROM llm_usage")[0][0] == 0
 
 
-def test_a_shorter_pause_does_not_end_a_longer_one(db):
-    pause_provider("anthropic", 20)
-    pause_provider("anthropic", 1)
-    assert paused_for("anthropic") > 19
+def test_a_429_pauses_that_model_only(fake_anthropic, project):
+    """A provider's rate limits are per model (Anthropic's and OpenAI's alike): a 429 on the
+    model one role uses must not stop the jobs of another role, on another model."""
+    fake_anthropic.fail_next(1, 429, retry_after=30)
+    with pytest.raises(ProviderBusy):
+        call_llm(provider(fake_anthropic), ask(), project_id=project, job_id=None)
+    assert 25 < paused_for_in_another_process("anthropic", MODEL) <= 30
+    assert paused_for("anthropic", "claude-test-2") == 0.0
 
-    pause_provider("anthropic", 40)
-    assert paused_for("anthropic") > 39
+    other = call_llm(provider(fake_anthropic, "claude-test-2"), ask(), project_id=project,
+                     job_id=None)
+    assert other.model == "claude-test-2" and fake_anthropic.count == 2
+    with pytest.raises(ProviderBusy):  # the paused one is still refused before any HTTP
+        call_llm(provider(fake_anthropic), ask(), project_id=project, job_id=None)
+    assert fake_anthropic.count == 2
+
+
+def test_a_shorter_pause_does_not_end_a_longer_one(db):
+    pause_provider("anthropic", MODEL, 20)
+    pause_provider("anthropic", MODEL, 1)
+    assert paused_for("anthropic", MODEL) > 19
+
+    pause_provider("anthropic", MODEL, 40)
+    assert paused_for("anthropic", MODEL) > 39
 
 
 # --- end to end, through a real worker --------------------------------------------
@@ -474,7 +492,7 @@ def test_a_rate_limited_job_waits_out_the_pause_without_losing_an_attempt(
     wait_until(lambda: fake_anthropic.count >= 1, what="the first call")
     # The fake counts the request before its 429 reaches the worker, which then records the
     # pause: wait for that (the pause lasts a second), not for the request alone.
-    wait_until(lambda: paused_for("anthropic") > 0, what="the provider's pause")
+    wait_until(lambda: paused_for("anthropic", MODEL) > 0, what="the provider's pause")
     second = new_job(other_project, "test.llm_call",
                      {"base_url": fake_anthropic.url, "text": "two"})
 

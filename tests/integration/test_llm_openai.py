@@ -205,7 +205,7 @@ def test_a_429_pauses_the_provider_for_every_worker_and_usage_is_recorded(fake_o
 
     with pytest.raises(ProviderBusy):
         call_llm(provider(fake_openai), ask(), project_id=project, job_id=None)
-    assert 0 < paused_for("openai") <= 0.5 and paused_for("anthropic") == 0.0
+    assert 0 < paused_for("openai", MODEL) <= 0.5 and paused_for("anthropic", MODEL) == 0.0
     with pytest.raises(ProviderBusy):  # refused before any HTTP while paused
         call_llm(provider(fake_openai), ask(), project_id=project, job_id=None)
     assert fake_openai.count == 1

@@ -1,9 +1,9 @@
-"""Flow control for model calls: daily budgets per project and a provider pause every worker obeys.
+"""Flow control for model calls: daily budgets per project and a model pause every worker obeys.
 
 `call_llm` is the one door handlers use (inside a checkpointed step): it refuses
 while the provider is paused, parks the job until midnight UTC when the project
 has spent its day's budget, records what each call used, and turns a 429/529
-into a pause shared through Redis, so one worker's rate limit slows them all.
+into a pause of that model shared through Redis, so one worker's rate limit slows them all.
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ from tasks.settings import get_settings
 log = logging.getLogger(__name__)
 
 Id = str | uuid.UUID
-PAUSE_KEY = "switchyard:llm:paused:{provider}"
+# A pause is per model: providers rate-limit each model on its own (Anthropic's and OpenAI's
+# limits are per model), so a 429 on the model one role uses leaves the others' calls alone.
+PAUSE_KEY = "switchyard:llm:paused:{provider}:{model}"
 BUDGET_REASON = "llm_budget"
 
 # Lengthen a pause, never shorten it: a later, shorter retry-after must not end a longer one.
@@ -167,33 +169,36 @@ _local_until: dict[str, float] = {}
 _local_lock = threading.Lock()
 
 
-def pause_provider(provider: str, seconds: float) -> None:
-    """Stop every worker calling `provider` for `seconds` (an existing longer pause stays)."""
+def pause_provider(provider: str, model: str, seconds: float) -> None:
+    """Stop every worker calling `model` of `provider` for `seconds` (an existing longer
+    pause stays)."""
     ms = max(1, round(seconds * 1000))
+    key = PAUSE_KEY.format(provider=provider, model=model)
     client = _redis(get_settings().broker_url)
     if client is None:
         with _local_lock:
             until = time.monotonic() + ms / 1000
-            _local_until[provider] = max(_local_until.get(provider, 0.0), until)
+            _local_until[key] = max(_local_until.get(key, 0.0), until)
         return
     try:
-        client.eval(_EXTEND_PAUSE, 1, PAUSE_KEY.format(provider=provider), ms,
-                    f"{time.time() + ms / 1000:.3f}")
+        client.eval(_EXTEND_PAUSE, 1, key, ms, f"{time.time() + ms / 1000:.3f}")
     except redis.RedisError as exc:
         # The provider will say 429 again if it still means it; nothing else is lost.
         log.warning("could not record the provider pause",
                     extra={"action": "llm_pause_unrecorded", "provider": provider,
-                           "error": str(exc)})
+                           "model": model, "error": str(exc)})
 
 
-def paused_for(provider: str) -> float:
-    """Seconds left of the pause on `provider` (0.0 if none). Fails open if Redis is away."""
+def paused_for(provider: str, model: str) -> float:
+    """Seconds left of the pause on `model` of `provider` (0.0 if none). Fails open if Redis
+    is away."""
+    key = PAUSE_KEY.format(provider=provider, model=model)
     client = _redis(get_settings().broker_url)
     if client is None:
         with _local_lock:
-            return max(0.0, _local_until.get(provider, 0.0) - time.monotonic())
+            return max(0.0, _local_until.get(key, 0.0) - time.monotonic())
     try:
-        left_ms = client.pttl(PAUSE_KEY.format(provider=provider))
+        left_ms = client.pttl(key)
     except redis.RedisError:
         return 0.0
     return left_ms / 1000 if left_ms > 0 else 0.0
@@ -237,11 +242,12 @@ def call_llm(client: LLMClient, req: LLMRequest, *, project_id: Id, job_id: Id |
     `ctx.current_step`) lets the job's page show what each step cost.
     """
     client = for_role(client, req.purpose, project_id)
-    wait = paused_for(client.provider)
+    wait = paused_for(client.provider, client.model)
     if wait > 0:
         # A little spread, so the jobs parked by one pause do not all return at once.
         raise ProviderBusy(client.provider, wait + random.uniform(0, min(1.0, wait * 0.2)),
-                           f"{client.provider} is paused for {wait:.1f}s after a rate limit")
+                           f"{client.provider} {client.model} is paused for {wait:.1f}s after "
+                           "a rate limit")
     check_budget(project_id)
     # GenAI semantic conventions: the provider, the models asked and answering, the tokens.
     with telemetry.span(f"chat {client.model}", {
@@ -269,9 +275,10 @@ def _ask(client: LLMClient, req: LLMRequest, on_text: Callable[[str], None] | No
     try:
         return client.complete(req) if on_text is None else client.stream(req, on_text)
     except ProviderBusy as busy:
-        pause_provider(busy.provider, busy.retry_after)
+        pause_provider(busy.provider, client.model, busy.retry_after)
         log.warning("llm provider paused", extra={"action": "llm_provider_paused",
                                                   "provider": busy.provider,
+                                                  "model": client.model,
                                                   "seconds": busy.retry_after,
                                                   "job_id": str(job_id), "error": str(busy)})
         raise

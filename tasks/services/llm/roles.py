@@ -81,6 +81,6 @@ def project_allowed(choice: Choice, default: Choice,
     """A project's choice must be a model the operator runs already (the default, a role's)
     or lists for projects (SWITCHYARD_LLM_PROJECT_MODELS, "provider/model"): a tenant must
     not pick a model that costs more than budgets count, nor one whose rate limit it could
-    exhaust and so pause the provider for every tenant."""
+    exhaust and so pause that model for every tenant."""
     own = {default} | {choose(role, default, operator, None) for role in operator}
     return choice in own or f"{choice.provider}/{choice.model}" in listed

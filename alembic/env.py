@@ -7,7 +7,7 @@ from sqlalchemy import create_engine, pool
 
 from models import Base
 from models.schema import managed_by_migrations
-from tasks.settings import get_settings, sqlalchemy_url
+from tasks.settings import read_settings, sqlalchemy_url
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
@@ -17,7 +17,7 @@ target_metadata = Base.metadata
 
 
 def database_url() -> str:
-    return sqlalchemy_url(config.get_main_option("sqlalchemy.url") or get_settings().database_url)
+    return sqlalchemy_url(config.get_main_option("sqlalchemy.url") or read_settings().database_url)
 
 
 def _include_name(name, type_, parent_names) -> bool:
@@ -36,7 +36,7 @@ def run_migrations_online() -> None:
     # gives up after the lock timeout instead (app.ops.migrations asks again, and says who
     # holds the lock). Set for the session, so that models.online_ddl's concurrent builds,
     # which block no writer while they wait, can lift it and RESET back to it.
-    lock_timeout_ms = max(1, round(get_settings().migration_lock_timeout_seconds * 1000))
+    lock_timeout_ms = max(1, round(read_settings().migration_lock_timeout_seconds * 1000))
     engine = create_engine(database_url(), poolclass=pool.NullPool,
                            connect_args={"options": f"-c lock_timeout={lock_timeout_ms}"})
     with engine.connect() as connection:

@@ -403,6 +403,14 @@ def _role_models() -> tuple[tuple[str, str, str], ...]:
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
+    """The process's settings, read from the environment once."""
+    return read_settings()
+
+
+def read_settings() -> Settings:
+    """The settings as the environment says now, leaving get_settings' cache alone: for what
+    runs before a process's environment is final (a scratch database is migrated, then named
+    in DATABASE_URL for the rest of the process)."""
     public_url = env_http_url("SWITCHYARD_PUBLIC_URL")
     return check(Settings(
         database_url=env_str("DATABASE_URL", DEFAULT_DATABASE_URL),

@@ -13,7 +13,7 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy.exc import DBAPIError
 
-from tasks.settings import get_settings, libpq_url
+from tasks.settings import libpq_url, read_settings
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (app/ops/migrations.py)
 
@@ -38,7 +38,7 @@ def upgrade(database_url: str | None = None, revision: str = "head") -> None:
     """Upgrade to `revision`. A migration statement that waited the lock timeout for a table's lock
     (alembic/env.py) was rolled back and let the writers queued behind it through; it is asked
     again, pausing longer each time, for SWITCHYARD_MIGRATION_LOCK_WAIT_SECONDS in all."""
-    settings = get_settings()
+    settings = read_settings()  # not cached: see read_settings
     deadline = time.monotonic() + settings.migration_lock_wait_seconds
     pause, attempts = 0.5, 0
     while True:

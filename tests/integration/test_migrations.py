@@ -22,7 +22,7 @@ from app.ops.migrations import MigrationBlocked, alembic_config
 from app.ops.migrations import upgrade as migrate
 from models import Base
 from models.schema import managed_by_migrations
-from tasks.settings import sqlalchemy_url
+from tasks.settings import get_settings, sqlalchemy_url
 
 
 @pytest.fixture
@@ -266,3 +266,12 @@ def test_a_foreign_key_check_stopped_half_way_can_run_again(scratch_url):
     migrate(scratch_url)
     assert _unchecked_constraints(scratch_url) == []
     assert _diff(scratch_url) == []
+
+
+def test_migrating_leaves_the_process_settings_unread(scratch_url):
+    """A scratch database is migrated, then named in DATABASE_URL for the rest of the process
+    (the benches, the coding harness): a migration that cached the settings would leave the
+    process on the server's admin database."""
+    get_settings.cache_clear()
+    migrate(scratch_url)
+    assert get_settings.cache_info().currsize == 0

@@ -27,6 +27,7 @@ from app.http.web_sessions import end as end_session
 from app.http.web_sessions import new_id as new_session_id
 from tasks.services.effects import policy
 from tasks.services.keys import derived_key
+from tasks.services.llm.flow import project_choices
 from tasks.settings import get_settings
 
 bp = Blueprint("ui", __name__, template_folder="../templates", static_folder="../static",
@@ -175,7 +176,9 @@ def sign_out():
 
 @bp.get("/projects/<pid>")
 def project_page(pid: str):
-    return page("project.html", project_id=pid, effect_kinds=policy.choices(policy.operator()))
+    return page("project.html", project_id=pid, effect_kinds=policy.choices(policy.operator()),
+                llm_models=project_choices(),
+                code_network_offered=get_settings().code_network_allowed)
 
 
 @bp.get("/jobs/<jid>")

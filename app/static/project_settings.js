@@ -1,5 +1,6 @@
 /* The Settings section: the project's name, goal, night shift, time zone and contact; its model
-   budgets; which effects it may perform and how many a day. Each form sends only its own part
+   budgets; which effects it may perform and how many a day; which model answers each kind of
+   call; the coding agent's setup commands and network. Each form sends only its own part
    as a merge patch (PATCH /api/projects/<pid>: an emptied field is null, which clears it); a
    refusal (422) shows the API's message beside the form and changes nothing. */
 import { api, h, $, fill, busy, flash } from "./ui.js";
@@ -13,6 +14,14 @@ const enc = encodeURIComponent(root.dataset.projectId);
 const KINDS = JSON.parse(root.dataset.effectKinds || "{}");
 const KIND_NAMES = { email: "Email", deploy_hook: "Deploy hook", github_dispatch: "GitHub dispatch",
   ad_campaign: "Ad campaign" };
+// Per role in order, the model the server chooses, and the models a project may pick instead, each as
+// "provider/model" (tasks.services.llm.flow.project_choices, rendered into the page).
+const MODELS = JSON.parse(root.dataset.llmModels || '{"roles": [], "offered": []}');
+const SERVER_CHOICE = Object.fromEntries(MODELS.roles);
+const ROLE_NAMES = { plan: "Planning", build: "Building and debugging", explore: "Exploring a repository",
+  review: "Reviewing", chat: "Chat", packet: "Packets", report: "Reports", nightshift: "Night shift",
+  function: "Functions" };
+const NETWORK_OFFERED = root.dataset.codeNetwork === "offered";
 let project = null;
 
 const text = (input) => input.value.trim() || null;
@@ -54,6 +63,48 @@ function permissionRow(kind, settings) {
       disabled: !k.offered })));
 }
 
+/** A role's row: the server's choice, each model offered, and a stored choice the server no
+    longer offers, shown as it is (kept unless another is picked). */
+function modelRow(role, chosen) {
+  const stored = chosen ? `${chosen.provider ?? ""}/${chosen.model ?? ""}` : "";
+  const options = [h("option", { value: "" }, `${SERVER_CHOICE[role]} (the server's choice)`),
+    ...MODELS.offered.map((m) => h("option", { value: m, selected: m === stored }, m))];
+  if (stored && !MODELS.offered.includes(stored)) {
+    const named = [chosen.provider, chosen.model].filter(Boolean).join("/");
+    options.push(h("option", { value: stored, selected: true }, `${named} (set before; no longer offered)`));
+  }
+  return h("tr", { dataset: { role } },
+    h("th", { scope: "row" }, ROLE_NAMES[role] || role),
+    h("td", {}, h("select", { name: `model-${role}`, "aria-label": `Model for ${ROLE_NAMES[role] || role}`,
+      dataset: { stored } }, options)));
+}
+
+/** The models form's change: only the roles whose pick differs from what is stored; the
+    server's choice clears the role (null), another is {provider, model}. */
+function modelsPatch(form) {
+  const llm = {};
+  for (const select of form.querySelectorAll("select[name^=model-]")) {
+    if (select.value === select.dataset.stored) continue;
+    const cut = select.value.indexOf("/");
+    llm[select.name.slice("model-".length)] = select.value === "" ? null
+      : { provider: select.value.slice(0, cut), model: select.value.slice(cut + 1) };
+  }
+  return Object.keys(llm).length ? { llm_models: llm } : {};
+}
+
+/** The coding form's change: the setup commands (one a line, blank lines dropped; none
+    clears them) when they differ, and the network switch where the server offers it. */
+function codingPatch(form) {
+  const s = project.settings || {};
+  const lines = form.elements.code_setup.value.split("\n").map((l) => l.trim()).filter(Boolean);
+  const patch = {};
+  if (JSON.stringify(lines) !== JSON.stringify(s.code_setup || [])) patch.code_setup = lines.length ? lines : null;
+  if (NETWORK_OFFERED && form.elements.code_network.checked !== (s.code_network === true)) {
+    patch.code_network = form.elements.code_network.checked;
+  }
+  return patch;
+}
+
 const FILL = {
   "#settings-form": (f, p, s) => {
     f.name.value = p.name;
@@ -71,6 +122,16 @@ const FILL = {
     f.deploy_hook_url.value = s.deploy_hook_url || "";
     f.github_repo.value = s.github_repo || "";
   },
+  "#models-form": (f, p, s) => {
+    fill($("#models-rows"), MODELS.roles.map(([role]) => modelRow(role, s.llm_models?.[role])));
+  },
+  "#coding-form": (f, p, s) => {
+    f.code_setup.value = (s.code_setup || []).join("\n");
+    f.code_network.checked = s.code_network === true;
+    $("#st-network-hint").textContent = NETWORK_OFFERED
+      ? "Through the server's egress guard; off, only the package indexes are reached, during setup."
+      : "Not offered on this server (SWITCHYARD_CODE_NETWORK_ALLOWED).";
+  },
 };
 
 /** Fill `forms` from the project as stored, and let them be used. */
@@ -80,6 +141,7 @@ function show(forms) {
     FILL[id](form.elements, project, project.settings || {});
     form.querySelector("fieldset").disabled = false;
   }
+  $("#st-network").disabled = !NETWORK_OFFERED;
 }
 
 async function load() {
@@ -117,6 +179,8 @@ const PATCHES = {
     llm_daily_token_budget: number(f.elements.llm_daily_token_budget),
     llm_daily_usd_budget: number(f.elements.llm_daily_usd_budget) }, project.settings || {}) }),
   "#permissions-form": (f) => ({ settings: permissionsPatch(f) }),
+  "#models-form": (f) => ({ settings: modelsPatch(f) }),
+  "#coding-form": (f) => ({ settings: codingPatch(f) }),
 };
 
 /** The API's message and, under it, each field it names. */

@@ -4,10 +4,18 @@ a refused value shows the API's message and writes nothing. And every section at
 
 from __future__ import annotations
 
+import json
+import time
+from collections.abc import Callable
+
 import pytest
 
+from app.http.db import session_factory
+from app.http.tokens import create_token
+from models.db import session_scope
 from tasks.engine import pg
 from tests.e2e.browser import Page, Site, expect, open_section, shoot, sign_in
+from tests.e2e.procs import Procs
 
 pytestmark = pytest.mark.e2e
 
@@ -20,6 +28,15 @@ def settings_of(project: str) -> dict:
 
 def save(page: Page, form: str) -> None:
     page.click(f"{form} button[type=submit]")
+
+
+def stored(project: str, holds: Callable[[dict], bool]) -> dict:
+    """The project's settings once they satisfy `holds` (a form's save is asynchronous)."""
+    deadline = time.monotonic() + 15
+    while not holds(current := settings_of(project)):
+        assert time.monotonic() < deadline, current
+        time.sleep(0.1)
+    return current
 
 
 def test_the_settings_section_saves_each_form_and_refuses_what_the_api_refuses(
@@ -94,6 +111,10 @@ def test_the_settings_section_saves_each_form_and_refuses_what_the_api_refuses(
     assert settings_of(project)["timezone"] == "Asia/Tokyo"
     expect(page.locator("#st-timezone")).to_have_value("Asia/Tokyo")
 
+    # This server lets no project's coding agent reach the network: the switch says so
+    expect(page.locator("#st-network")).to_be_disabled()
+    expect(page.locator("#st-network-hint")).to_contain_text("Not offered on this server")
+
     # Secrets: set, listed by name, its value never on the page; a bad name refused; deleted
     page.fill("#sc-name", "Bad Name")
     page.fill("#sc-value", "x")
@@ -120,6 +141,82 @@ def test_the_settings_section_saves_each_form_and_refuses_what_the_api_refuses(
     expect(page.locator("#section-settings")).to_be_visible()
     expect(page.locator("#st-timezone")).to_have_value("Asia/Tokyo")
     expect(page.locator("input[name=allow-github_dispatch]")).to_be_checked()
+
+
+@pytest.fixture
+def offering_site(procs: Procs) -> Site:
+    """A web process whose operator runs another model for planning, offers projects more
+    (one of a provider it has no key for) and lets their coding agents reach the network; no
+    worker: the forms only write settings."""
+    web, base = procs.web(threads=16, env={
+        "SWITCHYARD_LLM_MODEL_PLAN": "scripted-planner",
+        "SWITCHYARD_LLM_PROJECT_MODELS": "scripted/scripted-large,anthropic/claude-opus-4-6",
+        "SWITCHYARD_CODE_NETWORK_ALLOWED": "true"})
+    with session_scope(session_factory()) as s:
+        owner_id, token = create_token(s, "lin")
+    return Site(base, token, owner_id, web, None)
+
+
+def test_models_by_role_and_the_coding_agent_are_set_in_the_settings_section(
+        offering_site: Site, page: Page) -> None:
+    site = offering_site
+    project = site.project("Lighthouse")
+    sign_in(page, site)
+    page.goto(f"{site.base}/projects/{project}#settings")
+
+    # Each role starts at the server's choice; the picks are what this server offers
+    plan = page.locator("select[name=model-plan]")
+    expect(plan).to_have_value("")
+    expect(plan.locator("option").first).to_have_text(
+        "scripted/scripted-planner (the server's choice)")
+    expect(page.locator("#models-rows th")).to_have_text([  # the roles, in the API's order
+        "Planning", "Building and debugging", "Exploring a repository", "Reviewing", "Chat",
+        "Packets", "Reports", "Night shift", "Functions"])
+    assert plan.locator("option").all_inner_texts()[1:] == [
+        "scripted/scripted-1", "scripted/scripted-planner", "scripted/scripted-large"]  # no key
+
+    # A pick is written for its role alone
+    page.select_option("select[name=model-build]", "scripted/scripted-large")
+    save(page, "#models-form")
+    stored(project, lambda s: s.get("llm_models") == {
+        "build": {"provider": "scripted", "model": "scripted-large"}})
+    expect(page.locator("#models-error")).to_be_hidden()
+
+    # A model set before and withdrawn since is shown as set and kept by a save elsewhere in
+    # the form; the server's choice again clears the role
+    pg.execute("UPDATE projects SET settings = jsonb_set(settings, '{llm_models,chat}', %s) "
+               "WHERE id = %s", (json.dumps({"provider": "scripted", "model": "scripted-0"}),
+                                 project))
+    page.reload()
+    chat = page.locator("select[name=model-chat]")
+    expect(chat).to_have_value("scripted/scripted-0")
+    expect(chat.locator("option:checked")).to_contain_text("no longer offered")
+    page.select_option("select[name=model-build]", "")
+    save(page, "#models-form")
+    stored(project, lambda s: s.get("llm_models") == {
+        "chat": {"provider": "scripted", "model": "scripted-0"}})
+
+    # The coding agent's setup commands, one a line, and its network where it is offered
+    expect(page.locator("#st-network")).to_be_enabled()
+    page.fill("#st-setup", "npm ci\n\n   npm run build  \n")
+    page.check("#st-network")
+    save(page, "#coding-form")
+    stored(project, lambda s: s.get("code_setup") == ["npm ci", "npm run build"]
+           and s.get("code_network") is True)
+    expect(page.locator("#st-setup")).to_have_value("npm ci\nnpm run build")
+
+    # 21 commands: the API's message, nothing written
+    page.fill("#st-setup", "\n".join(f"echo {i}" for i in range(21)))
+    save(page, "#coding-form")
+    expect(page.locator("#coding-error")).to_contain_text("code_setup")
+    assert settings_of(project)["code_setup"] == ["npm ci", "npm run build"]
+
+    # Emptied, the commands are cleared; the switch off is written as off
+    page.fill("#st-setup", "")
+    page.uncheck("#st-network")
+    save(page, "#coding-form")
+    stored(project, lambda s: "code_setup" not in s and s.get("code_network") is False)
+    shoot(page, "project-settings-models")
 
 
 def test_every_section_fits_a_phone(site: Site, page: Page) -> None:

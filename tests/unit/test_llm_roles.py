@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.services.llm.roles import Choice, choose, operator_choices, project_allowed, role_of
+from tasks.services.llm.roles import (
+    Choice,
+    choose,
+    offered,
+    operator_choices,
+    project_allowed,
+    role_of,
+)
 from tasks.settings import SettingsError
 
 DEFAULT = Choice("anthropic", "claude-sonnet-4-6")
@@ -50,3 +57,14 @@ def test_a_project_may_pick_only_what_the_operator_runs_or_lists():
     assert not project_allowed(Choice("anthropic", "claude-opus-4-1"), DEFAULT, operator,
                                listed)
     assert not project_allowed(Choice("openai", "o1-pro"), DEFAULT, operator, listed)
+
+
+def test_what_a_project_is_offered_is_what_it_may_pick():
+    operator = {"plan": ("", "claude-opus-4-6"), "build": ("openai", ""), "chat": ("", "")}
+    listed = ("openai/gpt-4.1", "openai/meta-llama/Llama-3.1-8B", "anthropic/claude-opus-4-6",
+              "nonsense")
+    choices = offered(DEFAULT, operator, listed)
+    assert choices == [DEFAULT, Choice("anthropic", "claude-opus-4-6"),
+                       Choice("openai", "gpt-4.1-mini"), Choice("openai", "gpt-4.1"),
+                       Choice("openai", "meta-llama/Llama-3.1-8B")]  # each once, in order
+    assert all(project_allowed(c, DEFAULT, operator, listed) for c in choices)

@@ -24,11 +24,13 @@ import redis
 
 from tasks.engine import pg, telemetry
 from tasks.engine.errors import PermanentError, Suspend
-from tasks.services.llm import client_for, get_client
+from tasks.services.llm import client_for, get_client, unconfigured
 from tasks.services.llm.errors import ProviderBusy
 from tasks.services.llm.roles import (
+    ROLES,
     Choice,
     choose,
+    offered,
     operator_choices,
     project_allowed,
     role_of,
@@ -227,6 +229,20 @@ def for_role(client: LLMClient, purpose: str, project_id: Id) -> LLMClient:
     if (choice.provider, choice.model) == (client.provider, client.model):
         return client
     return client_for(choice.provider, choice.model)
+
+
+def project_choices() -> dict[str, Any]:
+    """What a project's Settings offer per role (the project page renders it): each role's
+    model as the server chooses it, and the models a project may pick instead, of providers
+    set up on this server; each as "provider/model"."""
+    settings = get_settings()
+    default = Choice(settings.llm_provider, settings.llm_model)
+    operator = operator_choices(settings.llm_role_models)
+    name = "{0.provider}/{0.model}".format
+    # Pairs, not an object: the page lists the roles in this order (JSON objects get sorted).
+    return {"roles": [[role, name(choose(role, default, operator, None))] for role in ROLES],
+            "offered": [name(c) for c in offered(default, operator, settings.llm_project_models)
+                        if unconfigured(c.provider) is None]}
 
 
 def call_llm(client: LLMClient, req: LLMRequest, *, project_id: Id, job_id: Id | None,

@@ -76,6 +76,17 @@ def operator_choices(role_models: tuple[tuple[str, str, str], ...]
     return out
 
 
+def offered(default: Choice, operator: dict[str, tuple[str, str]],
+            listed: tuple[str, ...]) -> list[Choice]:
+    """Every model a project may choose for a role (project_allowed says yes to each): the
+    default, the operator's roles', then those listed for projects ("provider/model"; a
+    model's own name may hold a slash), each once."""
+    runs = [default] + [choose(role, default, operator, None) for role in ROLES
+                        if role in operator]
+    named = [Choice(*item.split("/", 1)) for item in listed if "/" in item]
+    return list(dict.fromkeys(runs + named))
+
+
 def project_allowed(choice: Choice, default: Choice,
                     operator: dict[str, tuple[str, str]], listed: tuple[str, ...]) -> bool:
     """A project's choice must be a model the operator runs already (the default, a role's)

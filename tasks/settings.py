@@ -239,7 +239,8 @@ class Settings:
     worker_statement_timeout_seconds: float = 60.0
     # app.ops.migrations: how long one migration statement waits for a table's lock before
     # it gives up and lets the writers queued behind its request by (then it asks again,
-    # for at most the second figure in all). A lock request that waits holds every writer.
+    # for at most the second figure in all; 0: no timeout, it waits as long as it takes). A
+    # lock request that waits holds every writer.
     migration_lock_timeout_seconds: float = 3.0
     migration_lock_wait_seconds: float = 300.0
     # tasks.engine.context: the largest event data kept whole (a larger one is cut to a
@@ -505,7 +506,7 @@ def read_settings() -> Settings:
         db_tcp_user_timeout_seconds=env_float("SWITCHYARD_DB_TCP_USER_TIMEOUT_SECONDS", 30.0,
                                               minimum=0.0),
         migration_lock_timeout_seconds=env_float("SWITCHYARD_MIGRATION_LOCK_TIMEOUT_SECONDS",
-                                                 3.0, minimum=0.01),
+                                                 3.0),
         migration_lock_wait_seconds=env_float("SWITCHYARD_MIGRATION_LOCK_WAIT_SECONDS", 300.0),
         owner_max_active=env_int("SWITCHYARD_OWNER_MAX_ACTIVE", 16, minimum=0),
         max_descendants=env_int("SWITCHYARD_MAX_DESCENDANTS", 1000, minimum=0),

@@ -35,21 +35,25 @@ def alembic_config(database_url: str | None = None) -> Config:
 
 
 def upgrade(database_url: str | None = None, revision: str = "head") -> None:
-    """Upgrade to `revision`. A migration statement that waited the lock timeout for a table's lock
-    (alembic/env.py) was rolled back and let the writers queued behind it through; it is asked
-    again, pausing longer each time, for SWITCHYARD_MIGRATION_LOCK_WAIT_SECONDS in all."""
+    """Upgrade to `revision`. A migration statement that waited the lock timeout for a table's
+    lock (alembic/env.py) was rolled back and let the writers queued behind it through; that
+    migration is asked again, pausing longer each time, for SWITCHYARD_MIGRATION_LOCK_WAIT_SECONDS
+    from its first refusal (the migrations before it are committed and stay done)."""
     settings = read_settings()  # not cached: see read_settings
-    deadline = time.monotonic() + settings.migration_lock_wait_seconds
-    pause, attempts = 0.5, 0
+    url = database_url or settings.database_url
+    waiting_on, deadline, pause, attempts = "", 0.0, 0.5, 0
     while True:
-        attempts += 1
         try:
             command.upgrade(alembic_config(database_url), revision)
             return
         except DBAPIError as exc:
             if not isinstance(exc.orig, psycopg.errors.LockNotAvailable):
                 raise
-            blocked, holders = _blocked_on(database_url or settings.database_url)
+            blocked, holders = _blocked_on(url)
+            if blocked != waiting_on:  # another migration than the last one refused: its own wait
+                waiting_on, pause, attempts = blocked, 0.5, 0
+                deadline = time.monotonic() + settings.migration_lock_wait_seconds
+            attempts += 1
             if time.monotonic() + pause > deadline:
                 raise MigrationBlocked(
                     f"migration {blocked} waited for a table's lock {attempts} time(s), "
@@ -64,21 +68,33 @@ def upgrade(database_url: str | None = None, revision: str = "head") -> None:
             pause = min(pause * 2, 10.0)
 
 
+# The sessions that may hold the lock a migration waited for: the oldest open transactions
+# of the database, apart from the migration's own and the server's background workers.
+_OLDEST = """
+SELECT pid, state, date_trunc('second', now() - xact_start)::text, usename, application_name
+FROM pg_stat_activity
+WHERE datname = current_database() AND xact_start IS NOT NULL AND pid <> pg_backend_pid()
+  AND backend_type = 'client backend'
+ORDER BY xact_start LIMIT 3
+"""
+
+
 def _blocked_on(database_url: str) -> tuple[str, str]:
     """The revision that could not run (the one after the database's), and the oldest open
     transactions of the database: who they are and how long they have been open, never what
-    they run (a statement's text may carry anything)."""
-    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
-        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-        oldest = conn.execute(
-            "SELECT pid, state, date_trunc('second', now() - xact_start)::text, usename, "
-            "application_name FROM pg_stat_activity WHERE datname = current_database() "
-            "AND xact_start IS NOT NULL AND pid <> pg_backend_pid() "
-            "ORDER BY xact_start LIMIT 3").fetchall()
-    current = row[0] if row else None
+    they run (a statement's text may carry anything). Best effort: a failure to look says so
+    rather than hide the lock timeout."""
+    try:
+        with psycopg.connect(libpq_url(database_url), autocommit=True, connect_timeout=5) as conn:
+            stamped = conn.execute("SELECT to_regclass('alembic_version')").fetchone()
+            current = (conn.execute("SELECT version_num FROM alembic_version").fetchone()
+                       if stamped and stamped[0] else None)
+            oldest = conn.execute(_OLDEST).fetchall()
+    except psycopg.Error as exc:
+        return "(unknown)", f"(Could not look at the open transactions: {type(exc).__name__}.)"
+    version = current[0] if current else None
     script = ScriptDirectory.from_config(alembic_config())
-    following = [rev.revision for rev in script.walk_revisions()
-                 if rev.down_revision == current]
+    following = [rev.revision for rev in script.walk_revisions() if rev.down_revision == version]
     holders = "; ".join(
         f"pid {pid} ({state} for {age}, user {user}"
         + (f", application {app!r}" if app else "") + ")"

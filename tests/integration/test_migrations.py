@@ -275,3 +275,16 @@ def test_migrating_leaves_the_process_settings_unread(scratch_url):
     get_settings.cache_clear()
     migrate(scratch_url)
     assert get_settings.cache_info().currsize == 0
+
+
+def test_two_migrators_at_once_take_turns(scratch_url):
+    """Every replica of a release may run `migrate`: on one database they run one at a time,
+    the second finding the work done, instead of racing each other's tables and indexes."""
+    # Two processes, as two replicas are (alembic's context is one per process)
+    runs = [subprocess.Popen([sys.executable, "-m", "app.ops.cli", "migrate"], text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             env=os.environ | {"DATABASE_URL": scratch_url})
+            for _ in range(2)]
+    said = [run.communicate(timeout=120)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], said
+    assert _diff(scratch_url) == []

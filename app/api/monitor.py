@@ -22,6 +22,7 @@ VISIBLE = visible_to("j", ":viewer")
 QUEUE_STATS = text(f"""
 SELECT j.queue, j.job_type,
     count(*) FILTER (WHERE {due("j")}) AS queued,
+    count(*) FILTER (WHERE {due("j")} AND j.dispatched_at IS NULL) AS held_back,
     count(*) FILTER (WHERE j.status = 'queued' AND j.run_after > now()) AS scheduled,
     count(*) FILTER (WHERE j.status = 'running') AS running,
     count(*) FILTER (WHERE j.status = 'waiting') AS waiting,

@@ -191,6 +191,9 @@ class QueueRow(Response):
     queue: str
     job_type: str
     queued: Count
+    # Of `queued`, those not sent to a worker yet: waiting in PostgreSQL for their owner's
+    # turn (SWITCHYARD_OWNER_MAX_ACTIVE), or for the dispatch sweep to send them.
+    held_back: Count
     scheduled: Count
     running: Count
     waiting: Count

@@ -88,11 +88,15 @@ import { api, h, svg, $, clear, fill, time, badge, jobLink, empty, busy, flash, 
     fill(box, h("div", { class: "queues" }, [...byQueue].map(([q, rows]) => {
       const oldest = Math.max(0, ...rows.map((r) => r.oldest_queued_seconds || 0));
       const depth = sum(rows, "queued");
+      const held = sum(rows, "held_back");
       return h("article", { class: "queue", dataset: { queue: q, depth } },
         h("header", {},
           h("h3", {}, q),
           h("div", { class: "figures" },
             h("span", { class: "fig" }, h("strong", { class: "depth-value" }, String(depth)), " queued"),
+            held ? h("span", { class: "fig held", title: "Not sent to a worker yet: waiting for their owner's "
+              + "turn (SWITCHYARD_OWNER_MAX_ACTIVE) or the dispatch sweep" },
+            "of which ", h("strong", {}, String(held)), " held back") : null,
             h("span", { class: "fig" }, h("strong", {}, String(sum(rows, "running"))), " running"),
             h("span", { class: "fig" }, h("strong", {}, String(sum(rows, "completed_last_minute"))), " done/min"),
             h("span", { class: `fig ${oldest > 60 ? "warn" : ""}` }, "oldest waiting ",

@@ -53,9 +53,11 @@ class Facts:
     key_at_limit: bool = False
     queue_consumers: int = 0  # live workers on the queue (how many, not which)
     queued_ahead: int = 0  # the viewer's own jobs ahead, or every job for the fleet view
+    queued_tied: int = 0  # as many sent at the same moment: ahead of it or not, the broker's
     owner_cap: int = 0  # SWITCHYARD_OWNER_MAX_ACTIVE when the job is held back (else 0)
     owner_places: int = 0  # the places its owner holds: running, or queued and published
     owner_ahead: int = 0  # its owner's held-back due jobs that go out before it
+    owner_tied: int = 0  # those due at the same moment (a batch's): in no set order with it
     others_ahead: bool = False  # a tenant's view: other tenants' jobs are ahead too
     scoped: bool = False  # counts and names cover the viewer's own jobs only
     stale_after_seconds: float = 60.0
@@ -155,8 +157,8 @@ def _queued(f: Facts) -> Diagnosis:
         return Diagnosis("owner_limit", f"It waits its turn among {whose} jobs: {has} "
                          f"{f.owner_places} job(s) running or sent to a worker, as many as one "
                          f"owner may at once (SWITCHYARD_OWNER_MAX_ACTIVE={f.owner_cap}), and "
-                         f"{f.owner_ahead} of {whose} waiting job(s) go before it; it is sent "
-                         "as they end.")
+                         f"{f.owner_ahead} of {whose} waiting job(s) go before it"
+                         f"{_tied(f.owner_tied, 'due')}; it is sent as they end.")
     if f.concurrency_key and f.key_at_limit:
         holders = _peers(f.key_holders) if f.key_holders else ""
         if len(f.key_holders) < f.concurrency_limit:
@@ -168,14 +170,19 @@ def _queued(f: Facts) -> Diagnosis:
     if not f.queue_consumers:
         return Diagnosis("no_worker", f"No live worker consumes queue {f.queue!r}; start one "
                          f"with `switchyard worker -Q {f.queue}`.")
-    published = f" Its wake-up was published {ago(f.now, f.dispatched_at)}." \
-        if f.dispatched_at else ""
+    published = (f" Its wake-up was published {ago(f.now, f.dispatched_at)}."
+                 if f.dispatched_at else " It is not sent to a worker yet: the dispatch sweep "
+                 f"(every {f.sweep_seconds:g}s) sends it.")
     ahead = (f"{f.queued_ahead} of your job(s) sent before it" if f.scoped
-             else f"{f.queued_ahead} job(s) sent before it")
+             else f"{f.queued_ahead} job(s) sent before it") + _tied(f.queued_tied, "sent")
     if f.others_ahead:
         ahead += " and jobs of other tenants"
     return Diagnosis("queued", f"It is queued on {f.queue!r} behind {ahead}; "
                      f"{f.queue_consumers} live worker(s) consume that queue.{published}")
+
+
+def _tied(n: int, what: str) -> str:
+    return f" (and up to {n} {what} at the same moment)" if n else ""
 
 
 FACTS = """
@@ -195,28 +202,38 @@ WHERE j.id = %s
 
 # In its queue, the jobs a worker takes before it: the broker's order, highest priority first,
 # then as sent (a job not sent yet goes behind every one sent).
+# Jobs sent in one statement share its time: which of them a worker takes first is the
+# broker's, so they are counted apart (`tied`, the job itself left out).
 AHEAD = f"""
-SELECT count(*) FILTER (WHERE {visible_to("j")}) AS ahead,
+SELECT count(*) FILTER (WHERE {visible_to("j")} AND NOT tie) AS ahead,
+    count(*) FILTER (WHERE {visible_to("j")} AND tie) AS tied,
     COALESCE(bool_or(NOT {visible_to("j")}), false) AS others_ahead
 FROM agent_jobs j
-WHERE {due("j")} AND j.queue = %(queue)s AND j.dispatched_at IS NOT NULL
+CROSS JOIN LATERAL (SELECT j.priority = %(priority)s
+                           AND j.dispatched_at = COALESCE(%(sent)s, now()) AS tie) t
+WHERE {due("j")} AND j.queue = %(queue)s AND j.dispatched_at IS NOT NULL AND j.id <> %(id)s
   AND (j.priority > %(priority)s OR (j.priority = %(priority)s
-                                     AND j.dispatched_at < COALESCE(%(sent)s, now())))
+                                     AND j.dispatched_at <= COALESCE(%(sent)s, now())))
 """
 
 # A job held back by its owner's cap (tasks.engine.fair): the places its owner holds, and its
-# owner's held-back due jobs that go out before it (fair.PICK's order: priority, then due time).
+# owner's held-back due jobs that go out before it (fair.PICK's order: priority, then due time;
+# those due at the same moment, a batch's, in no set order: counted apart as `tied`).
 # Nothing when the project has no owner (the system's jobs are never held).
 OWNER_TURN = f"""
 WITH mine AS MATERIALIZED (
     SELECT p.id FROM projects p
     WHERE p.owner_id = (SELECT owner_id FROM projects WHERE id = %(project)s)
 )
-SELECT {fair.held_in("mine")} AS places,
-    (SELECT count(*) FROM mine m JOIN agent_jobs j ON j.project_id = m.id
-     WHERE {fair.unpublished("j")} AND j.run_after <= now()
-       AND (j.priority > %(priority)s OR (j.priority = %(priority)s
-                                          AND j.run_after < %(run_after)s))) AS ahead
+SELECT {fair.held_in("mine")} AS places, a.ahead, a.tied
+FROM (SELECT count(*) FILTER (WHERE j.run_after < %(run_after)s
+                                    OR j.priority > %(priority)s) AS ahead,
+             count(*) FILTER (WHERE j.run_after = %(run_after)s
+                                    AND j.priority = %(priority)s) AS tied
+      FROM mine m JOIN agent_jobs j ON j.project_id = m.id
+      WHERE {fair.unpublished("j")} AND j.run_after <= now() AND j.id <> %(id)s
+        AND (j.priority > %(priority)s OR (j.priority = %(priority)s
+                                           AND j.run_after <= %(run_after)s))) a
 WHERE EXISTS (SELECT FROM mine)
 """
 
@@ -232,7 +249,7 @@ def gather(job_id: uuid.UUID | str, viewer: uuid.UUID | None) -> Facts | None:
     waiting_on = key_holders = []
     at_limit = others_ahead = False
     consumers = ahead = 0
-    cap = places = owner_ahead = 0
+    cap = places = owner_ahead = owner_tied = tied = 0
     if status == JobStatus.WAITING and row["wait_for"]:
         waiting_on = _peer_rows("j.id = ANY(%(ids)s) AND j.status <> ALL(%(terminal)s)",
                                 {"ids": row["wait_for"],
@@ -251,19 +268,21 @@ def gather(job_id: uuid.UUID | str, viewer: uuid.UUID | None) -> Facts | None:
             (settings.stale_after_seconds, queue))
         found = pg.fetch_one_dict(AHEAD, {
             "queue": queue, "priority": row["priority"], "sent": row["dispatched_at"],
-            "viewer": viewer})
+            "viewer": viewer, "id": row["id"]})
         assert found is not None  # an aggregate always returns its one row
-        ahead, others_ahead = found["ahead"], found["others_ahead"]
+        ahead, tied, others_ahead = found["ahead"], found["tied"], found["others_ahead"]
         if row["dispatched_at"] is None and fair.cap():
             turn = pg.fetch_one_dict(OWNER_TURN, {
                 "project": row["project_id"], "priority": row["priority"],
-                "run_after": row["run_after"]})
+                "run_after": row["run_after"], "id": row["id"]})
             if turn is not None:
-                cap, places, owner_ahead = fair.cap(), turn["places"], turn["ahead"]
+                cap, places = fair.cap(), turn["places"]
+                owner_ahead, owner_tied = turn["ahead"], turn["tied"]
     facts = {k: v for k, v in row.items() if k not in {"wait_for", "priority", "project_id"}}
     return Facts(**facts, waiting_on=waiting_on, key_holders=key_holders, key_at_limit=at_limit,
                  queue_consumers=consumers, queued_ahead=ahead, others_ahead=others_ahead,
-                 owner_cap=cap, owner_places=places, owner_ahead=owner_ahead,
+                 queued_tied=tied, owner_cap=cap, owner_places=places, owner_ahead=owner_ahead,
+                 owner_tied=owner_tied,
                  scoped=viewer is not None, stale_after_seconds=settings.stale_after_seconds,
                  sweep_seconds=settings.sweep_seconds)
 

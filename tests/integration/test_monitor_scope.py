@@ -280,6 +280,23 @@ def test_diagnosis_counts_the_whole_queue_for_an_admin(client: FlaskClient,
     assert "behind 5" in body["summary"]
 
 
+def test_the_queues_say_how_many_jobs_wait_unsent(client: FlaskClient, fleet: Fleet) -> None:
+    """Of a queue's due jobs, those held back in PostgreSQL (not sent to a worker: the owner's
+    cap) are counted apart, so a long queue beside idle workers explains itself."""
+    add_job(fleet.bob_project, sent=False)
+    add_job(fleet.bob_project, sent=False)
+    add_job(fleet.alice_project, sent=False, job_type="secret.alice_type")
+
+    def rows(token: str) -> dict[str, tuple[int, int]]:
+        response = client.get("/api/monitor/queues", headers=bearer(token))
+        assert response.status_code == 200, response.get_json()
+        return {r["job_type"]: (r["queued"], r["held_back"]) for r in response.get_json()["items"]}
+
+    assert rows(fleet.bob_token) == {"system.canary": (3, 2)}  # bob_queued is sent
+    _, admin = new_token("ops", admin=True)
+    assert rows(admin) == {"system.canary": (3, 2), "secret.alice_type": (6, 1)}
+
+
 def test_diagnosis_says_a_job_waits_for_its_owners_turn(client: FlaskClient, fleet: Fleet,
                                                         settings_env) -> None:
     """Held back in PostgreSQL by the owner's cap (tasks.engine.fair), a job waits for the
@@ -298,6 +315,14 @@ def test_diagnosis_says_a_job_waits_for_its_owners_turn(client: FlaskClient, fle
     assert "you have 2 job(s) running or sent" in body["summary"]
     assert "2 of your waiting job(s) go before it" in body["summary"]
     assert diagnosis(client, fleet.bob_token, first)["facts"]["owner_ahead"] == 1
+    # A batch enqueued at once is due at one moment: its jobs go out in no set order
+    batch = [str(uuid.uuid4()) for _ in range(3)]
+    pg.execute("INSERT INTO agent_jobs (id, project_id, job_type, queue, status, payload, "
+               "idempotency_key, run_after, priority) SELECT id, %s, 'system.canary', "
+               "'default', 'queued', '{}', id::text, now(), 0 FROM unnest(%s::uuid[]) id",
+               (fleet.bob_project, batch))
+    facts = diagnosis(client, fleet.bob_token, batch[1])["facts"]
+    assert (facts["owner_ahead"], facts["owner_tied"]) == (4, 2)  # all the others, the batch's
     # One of Bob's places freed: the job's turn has come, it waits for the dispatch sweep
     pg.execute("UPDATE agent_jobs SET status = 'completed', completed_at = now() "
                "WHERE id = %s", (fleet.bob_running,))

@@ -55,7 +55,12 @@ CASES = [
       "3 of your waiting job(s) go before it"]),  # held back in PostgreSQL, not by a worker
     ("owner_limit", facts(owner_cap=2, owner_places=2, queue_consumers=0),
      ["its owner has 2 job(s)", "0 of its owner's waiting"]),  # before "no worker": held here
-    ("queued", facts(owner_cap=16, owner_places=15), ["queued on 'default'"]),  # room left
+    ("queued", facts(owner_cap=16, owner_places=15),  # room left: the sweep sends it
+     ["queued on 'default'", "not sent to a worker yet", "dispatch sweep (every 5s)"]),
+    ("queued", facts(queued_ahead=2, queued_tied=40, dispatched_at=NOW),  # sent in one batch
+     ["behind 2 job(s) sent before it (and up to 40 sent at the same moment)"]),
+    ("owner_limit", facts(owner_cap=2, owner_places=2, owner_ahead=1, owner_tied=599),
+     ["1 of its owner's waiting job(s) go before it (and up to 599 due at the same moment)"]),
     ("running", facts(status="running", attempts=1, locked_by="host:42",
                       heartbeat_at=NOW - timedelta(seconds=3), current_step="fetch",
                       step_started_at=NOW - timedelta(seconds=20)),

@@ -462,6 +462,19 @@ def test_a_429_pauses_that_model_only(fake_anthropic, project):
     assert fake_anthropic.count == 2
 
 
+def test_an_overloaded_provider_pauses_all_its_models(fake_anthropic, project):
+    """A 529 says the provider is overloaded, not that one model's limit is reached."""
+    fake_anthropic.fail_next(1, 529, retry_after=30)
+    with pytest.raises(ProviderBusy):
+        call_llm(provider(fake_anthropic), ask(), project_id=project, job_id=None)
+    assert 25 < paused_for_in_another_process("anthropic", "claude-test-2") <= 30
+    with pytest.raises(ProviderBusy):  # refused before any HTTP
+        call_llm(provider(fake_anthropic, "claude-test-2"), ask(), project_id=project,
+                 job_id=None)
+    assert fake_anthropic.count == 1
+    assert paused_for("scripted", MODEL) == 0.0
+
+
 def test_a_shorter_pause_does_not_end_a_longer_one(db):
     pause_provider("anthropic", MODEL, 20)
     pause_provider("anthropic", MODEL, 1)

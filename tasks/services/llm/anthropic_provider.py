@@ -101,7 +101,8 @@ def map_error(exc: anthropic.APIError) -> SwitchyardError:
     if exc.request_id:
         what += f" (request-id {exc.request_id})"
     if status in BUSY_STATUSES or kind in BUSY_TYPES:
-        return ProviderBusy(PROVIDER, retry_after(exc.response.headers), what)
+        return ProviderBusy(PROVIDER, retry_after(exc.response.headers), what,
+                            overloaded=status == 529 or kind == "overloaded_error")
     # 408/409 are the API's own "try again"; a 200 carrying an error is a stream cut short.
     if status >= 500 or status in (408, 409) or status < 400:
         return RetryableError(what)

@@ -12,7 +12,11 @@ from tasks.engine.errors import RetryableError
 class ProviderBusy(RetryableError):
     """A 429 (rate limited) or 529 (overloaded): not the job's fault, so no attempt is used."""
 
-    def __init__(self, provider: str, retry_after: float, message: str):
+    def __init__(self, provider: str, retry_after: float, message: str, *,
+                 overloaded: bool = False):
         super().__init__(message, delay=retry_after, count_attempt=False)
         self.provider = provider
         self.retry_after = retry_after
+        # The provider as a whole is overloaded (Anthropic's 529), not one model's rate limit
+        # reached: every model of it waits.
+        self.overloaded = overloaded

@@ -1,9 +1,10 @@
 """Flow control for model calls: daily budgets per project and a model pause every worker obeys.
 
 `call_llm` is the one door handlers use (inside a checkpointed step): it refuses
-while the provider is paused, parks the job until midnight UTC when the project
-has spent its day's budget, records what each call used, and turns a 429/529
-into a pause of that model shared through Redis, so one worker's rate limit slows them all.
+while the model (or its whole provider) is paused, parks the job until midnight UTC when
+the project has spent its day's budget, records what each call used, and turns a 429 into
+a pause of that model and a 529 into one of the provider, shared through Redis, so one
+worker's rate limit slows them all.
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ from tasks.settings import get_settings
 log = logging.getLogger(__name__)
 
 Id = str | uuid.UUID
-# A pause is per model: providers rate-limit each model on its own (Anthropic's and OpenAI's
-# limits are per model), so a 429 on the model one role uses leaves the others' calls alone.
+# A rate limit pauses its model: providers limit models (or families of them) apart, so a 429
+# on the model one role uses leaves the other roles' models alone. An overloaded provider
+# (Anthropic's 529) pauses all its models: the key of model EVERY_MODEL.
 PAUSE_KEY = "switchyard:llm:paused:{provider}:{model}"
+EVERY_MODEL = "*"
 BUDGET_REASON = "llm_budget"
 
 # Lengthen a pause, never shorten it: a later, shorter retry-after must not end a longer one.
@@ -192,15 +195,18 @@ def pause_provider(provider: str, model: str, seconds: float) -> None:
 
 
 def paused_for(provider: str, model: str) -> float:
-    """Seconds left of the pause on `model` of `provider` (0.0 if none). Fails open if Redis
-    is away."""
-    key = PAUSE_KEY.format(provider=provider, model=model)
+    """Seconds left of the pause on `model` of `provider`, or on all its models, whichever is
+    longer (0.0 if none). Fails open if Redis is away."""
+    keys = [PAUSE_KEY.format(provider=provider, model=m) for m in (model, EVERY_MODEL)]
     client = _redis(get_settings().broker_url)
     if client is None:
         with _local_lock:
-            return max(0.0, _local_until.get(key, 0.0) - time.monotonic())
+            return max(0.0, *(_local_until.get(k, 0.0) - time.monotonic() for k in keys))
     try:
-        left_ms = client.pttl(key)
+        with client.pipeline(transaction=False) as both:  # one round trip
+            for key in keys:
+                both.pttl(key)
+            left_ms = max(both.execute())
     except redis.RedisError:
         return 0.0
     return left_ms / 1000 if left_ms > 0 else 0.0
@@ -250,8 +256,8 @@ def call_llm(client: LLMClient, req: LLMRequest, *, project_id: Id, job_id: Id |
              step_seq: int | None = None) -> LLMResult:
     """Call the model if the provider and the budget allow; record what it used.
 
-    Raises ProviderBusy (a RetryableError that uses no attempt) while the provider
-    is paused or when it answers 429/529, Suspend("llm_budget") when a daily budget
+    Raises ProviderBusy (a RetryableError that uses no attempt) while the model or its
+    provider is paused or when it answers 429/529, Suspend("llm_budget") when a daily budget
     is spent, and whatever the provider raises otherwise. With `on_text` the answer
     is streamed, each text delta passed to it as it arrives. The call goes to its role's
     model (for_role) when the operator or the project chose one. `step_seq` (the calling step,
@@ -291,10 +297,10 @@ def _ask(client: LLMClient, req: LLMRequest, on_text: Callable[[str], None] | No
     try:
         return client.complete(req) if on_text is None else client.stream(req, on_text)
     except ProviderBusy as busy:
-        pause_provider(busy.provider, client.model, busy.retry_after)
+        model = EVERY_MODEL if busy.overloaded else client.model
+        pause_provider(busy.provider, model, busy.retry_after)
         log.warning("llm provider paused", extra={"action": "llm_provider_paused",
-                                                  "provider": busy.provider,
-                                                  "model": client.model,
+                                                  "provider": busy.provider, "model": model,
                                                   "seconds": busy.retry_after,
                                                   "job_id": str(job_id), "error": str(busy)})
         raise

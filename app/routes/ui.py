@@ -177,7 +177,7 @@ def sign_out():
 @bp.get("/projects/<pid>")
 def project_page(pid: str):
     return page("project.html", project_id=pid, effect_kinds=policy.choices(policy.operator()),
-                llm_models=project_choices(),
+                llm_models=project_choices,  # called by the template: only once signed in
                 code_network_offered=get_settings().code_network_allowed)
 
 

@@ -70,8 +70,11 @@ function modelRow(role, chosen) {
   const options = [h("option", { value: "" }, `${SERVER_CHOICE[role]} (the server's choice)`),
     ...MODELS.offered.map((m) => h("option", { value: m, selected: m === stored }, m))];
   if (stored && !MODELS.offered.includes(stored)) {
-    const named = [chosen.provider, chosen.model].filter(Boolean).join("/");
-    options.push(h("option", { value: stored, selected: true }, `${named} (set before; no longer offered)`));
+    // Set through the API: maybe a provider or a model alone (the other part the server's),
+    // or a model withdrawn since (the server's choice answers meanwhile: flow.for_role).
+    const named = `${chosen.provider || "the server's provider"}/${chosen.model || "its default model"}`;
+    const why = chosen.provider && chosen.model ? "no longer offered: the server's choice answers" : "set through the API";
+    options.push(h("option", { value: stored, selected: true }, `${named} (${why})`));
   }
   return h("tr", { dataset: { role } },
     h("th", { scope: "row" }, ROLE_NAMES[role] || role),
@@ -93,12 +96,16 @@ function modelsPatch(form) {
 }
 
 /** The coding form's change: the setup commands (one a line, blank lines dropped; none
-    clears them) when they differ, and the network switch where the server offers it. */
+    clears them) only when their text was edited, so a save of the switch alone never rewrites
+    them; and the network switch where the server offers it. */
 function codingPatch(form) {
   const s = project.settings || {};
-  const lines = form.elements.code_setup.value.split("\n").map((l) => l.trim()).filter(Boolean);
+  const setup = form.elements.code_setup;
   const patch = {};
-  if (JSON.stringify(lines) !== JSON.stringify(s.code_setup || [])) patch.code_setup = lines.length ? lines : null;
+  if (setup.value !== setup.dataset.filled) {
+    const lines = setup.value.split("\n").map((l) => l.trim()).filter(Boolean);
+    patch.code_setup = lines.length ? lines : null;
+  }
   if (NETWORK_OFFERED && form.elements.code_network.checked !== (s.code_network === true)) {
     patch.code_network = form.elements.code_network.checked;
   }
@@ -126,7 +133,15 @@ const FILL = {
     fill($("#models-rows"), MODELS.roles.map(([role]) => modelRow(role, s.llm_models?.[role])));
   },
   "#coding-form": (f, p, s) => {
-    f.code_setup.value = (s.code_setup || []).join("\n");
+    const commands = s.code_setup || [];
+    // A command set through the API may span lines: one a line cannot show it, so the field
+    // is read-only then (the API edits it) and the switch can still be saved.
+    const multiline = commands.some((c) => c.includes("\n"));
+    f.code_setup.value = f.code_setup.dataset.filled = commands.join("\n");
+    f.code_setup.readOnly = multiline;
+    $("#st-setup-hint").textContent = multiline
+      ? "A command here spans several lines: change these through the API (PATCH /api/projects/<id>, settings.code_setup)."
+      : "Run in order after what the repository declares is installed, like a CI job's setup steps.";
     f.code_network.checked = s.code_network === true;
     $("#st-network-hint").textContent = NETWORK_OFFERED
       ? "Through the server's egress guard; off, only the package indexes are reached, during setup."

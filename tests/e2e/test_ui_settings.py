@@ -216,6 +216,18 @@ def test_models_by_role_and_the_coding_agent_are_set_in_the_settings_section(
     page.uncheck("#st-network")
     save(page, "#coding-form")
     stored(project, lambda s: "code_setup" not in s and s.get("code_network") is False)
+
+    # A command set through the API spanning lines: the field cannot show it one a line, so
+    # it is read-only, and saving the switch leaves the commands as they are
+    heredoc = "cat > .env <<EOF\nPORT=3000\nEOF"
+    site.api("PATCH", f"/api/projects/{project}", {"settings": {"code_setup": [heredoc]}})
+    page.reload()
+    expect(page.locator("#st-setup")).not_to_be_editable()
+    expect(page.locator("#st-setup-hint")).to_contain_text("through the API")
+    page.check("#st-network")
+    save(page, "#coding-form")
+    stored(project, lambda s: s.get("code_network") is True)
+    assert settings_of(project)["code_setup"] == [heredoc]
     shoot(page, "project-settings-models")
 
 

@@ -31,7 +31,10 @@ STEP_EVENTS_SAMPLED = 20_000  # the newest step events the duration quantiles lo
 
 UNFINISHED_JOBS = (f"SELECT job_type, status, count(*) AS n FROM agent_jobs "
                    f"WHERE status IN {sql_list(ACTIVE)} GROUP BY 1, 2")
-OLDEST_DUE = ("SELECT queue, extract(epoch FROM now() - min(run_after)) AS age FROM agent_jobs "
+# Per queue, the oldest due job's age, and how many due jobs are not sent to a worker yet
+# (held back by their owner's cap, tasks.engine.fair, or waiting for the dispatch sweep).
+OLDEST_DUE = ("SELECT queue, extract(epoch FROM now() - min(run_after)) AS age, "
+              "count(*) FILTER (WHERE dispatched_at IS NULL) AS held FROM agent_jobs "
               f"WHERE {due()} GROUP BY 1")
 STEP_QUANTILES = """
 SELECT j.job_type,
@@ -67,6 +70,7 @@ class Reading:
 
     jobs: list[tuple[str, str, int]]
     oldest_due: list[tuple[str, float]]
+    held_back: list[tuple[str, int]]
     step_quantiles: list[tuple[str, float, float]]
     events_written: int
     workers_alive: int
@@ -81,9 +85,11 @@ def read_database() -> Reading:
     # The floor as a value, not a subquery: the planner then sees a short id range and
     # joins by index, instead of planning for a third of the events table.
     floor = max(int(events) - STEP_EVENTS_SAMPLED, 0)
+    due_rows = pg.fetch_dicts(OLDEST_DUE)
     return Reading(
         jobs=[(r["job_type"], r["status"], int(r["n"])) for r in pg.fetch_dicts(UNFINISHED_JOBS)],
-        oldest_due=[(r["queue"], float(r["age"])) for r in pg.fetch_dicts(OLDEST_DUE)],
+        oldest_due=[(r["queue"], float(r["age"])) for r in due_rows],
+        held_back=[(r["queue"], int(r["held"])) for r in due_rows],
         step_quantiles=[(r["job_type"], float(r["p50"]), float(r["p99"])) for r in
                         pg.fetch_dicts(STEP_QUANTILES, {"floor": floor})],
         events_written=int(events), workers_alive=int(alive), table_rows=dict(rows or {}))
@@ -125,6 +131,12 @@ class SwitchyardCollector(Collector):
         for queue, seconds in r.oldest_due:
             age.add_metric([queue], seconds)
         yield age
+        held = GaugeMetricFamily("switchyard_queue_held_back",
+                                 "Due queued jobs not sent to a worker yet (their owner's cap, "
+                                 "or the dispatch sweep's next tick)", labels=["queue"])
+        for queue, n in r.held_back:
+            held.add_metric([queue], n)
+        yield held
         steps = GaugeMetricFamily("switchyard_step_duration_seconds",
                                   "Durations of steps completed in the last 5 minutes (among "
                                   f"the newest {STEP_EVENTS_SAMPLED} step events)",

@@ -136,6 +136,8 @@ def test_metrics_refuse_a_scrape_without_the_metrics_token(client: FlaskClient,
 
 def test_metrics_answer_the_metrics_token_with_fleet_aggregates(client: FlaskClient,
                                                                 fleet: Fleet) -> None:
+    add_job(fleet.bob_project, sent=False)
+    add_job(fleet.alice_project, sent=False, queue="io")
     response = client.get("/metrics", headers=bearer(METRICS_TOKEN))
     assert response.status_code == 200
     assert response.mimetype == "text/plain"
@@ -143,6 +145,8 @@ def test_metrics_answer_the_metrics_token_with_fleet_aggregates(client: FlaskCli
     assert 'switchyard_jobs{job_type="secret.alice_type",status="queued"} 5.0' in text
     assert 'switchyard_jobs{job_type="secret.alice_type",status="running"} 2.0' in text
     assert "switchyard_stream_subscribers 0.0" in text
+    assert 'switchyard_queue_held_back{queue="default"} 1.0' in text  # unsent: held back
+    assert 'switchyard_queue_held_back{queue="io"} 1.0' in text
 
 
 def test_metrics_are_off_until_the_operator_sets_a_token(

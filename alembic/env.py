@@ -15,10 +15,12 @@ if config.config_file_name is not None and config.attributes.get("configure_logg
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 target_metadata = Base.metadata
+# Read afresh, not cached (tasks.settings.read_settings), once per alembic command.
+settings = read_settings()
 
 
 def database_url() -> str:
-    return sqlalchemy_url(config.get_main_option("sqlalchemy.url") or read_settings().database_url)
+    return sqlalchemy_url(config.get_main_option("sqlalchemy.url") or settings.database_url)
 
 
 def _include_name(name, type_, parent_names) -> bool:
@@ -44,7 +46,7 @@ def run_migrations_online() -> None:
     # holds the lock). Set for the session, so that models.online_ddl's concurrent builds,
     # which block no writer while they wait, can lift it and RESET back to it.
     # 0: no timeout, every lock waited for as long as it takes.
-    lock_timeout_ms = round(read_settings().migration_lock_timeout_seconds * 1000)
+    lock_timeout_ms = round(settings.migration_lock_timeout_seconds * 1000)
     engine = create_engine(database_url(), poolclass=pool.NullPool,
                            connect_args={"options": f"-c lock_timeout={lock_timeout_ms}"})
     with engine.connect() as connection:

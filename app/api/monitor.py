@@ -14,6 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from app.api import responses
+from tasks.engine.fair import unpublished
 from tasks.engine.sql import due, visible_to
 from tasks.settings import get_settings
 
@@ -22,7 +23,7 @@ VISIBLE = visible_to("j", ":viewer")
 QUEUE_STATS = text(f"""
 SELECT j.queue, j.job_type,
     count(*) FILTER (WHERE {due("j")}) AS queued,
-    count(*) FILTER (WHERE {due("j")} AND j.dispatched_at IS NULL) AS held_back,
+    count(*) FILTER (WHERE {due("j")} AND {unpublished("j")}) AS held_back,
     count(*) FILTER (WHERE j.status = 'queued' AND j.run_after > now()) AS scheduled,
     count(*) FILTER (WHERE j.status = 'running') AS running,
     count(*) FILTER (WHERE j.status = 'waiting') AS waiting,

@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from app.streams.hub import hub
 from tasks.engine import pg
+from tasks.engine.fair import unpublished
 from tasks.engine.sql import due
 from tasks.engine.status import ACTIVE, sql_list
 from tasks.settings import get_settings
@@ -34,7 +35,7 @@ UNFINISHED_JOBS = (f"SELECT job_type, status, count(*) AS n FROM agent_jobs "
 # Per queue, the oldest due job's age, and how many due jobs are not sent to a worker yet
 # (held back by their owner's cap, tasks.engine.fair, or waiting for the dispatch sweep).
 OLDEST_DUE = ("SELECT queue, extract(epoch FROM now() - min(run_after)) AS age, "
-              "count(*) FILTER (WHERE dispatched_at IS NULL) AS held FROM agent_jobs "
+              f"count(*) FILTER (WHERE {unpublished('agent_jobs')}) AS held FROM agent_jobs "
               f"WHERE {due()} GROUP BY 1")
 STEP_QUANTILES = """
 SELECT j.job_type,

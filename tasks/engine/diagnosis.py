@@ -221,10 +221,7 @@ WHERE {due("j")} AND j.queue = %(queue)s AND j.dispatched_at IS NOT NULL AND j.i
 # those due at the same moment, a batch's, in no set order: counted apart as `tied`).
 # Nothing when the project has no owner (the system's jobs are never held).
 OWNER_TURN = f"""
-WITH mine AS MATERIALIZED (
-    SELECT p.id FROM projects p
-    WHERE p.owner_id = (SELECT owner_id FROM projects WHERE id = %(project)s)
-)
+WITH mine AS MATERIALIZED ({fair.MINE})
 SELECT {fair.held_in("mine")} AS places, a.ahead, a.tied
 FROM (SELECT count(*) FILTER (WHERE j.run_after < %(run_after)s
                                     OR j.priority > %(priority)s) AS ahead,

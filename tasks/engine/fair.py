@@ -101,6 +101,8 @@ RETURNING {moved_columns("j")}
 """
 
 _OWNER = "(SELECT owner_id FROM projects WHERE id = %(project)s)"
+# The projects of the owner of project %(project)s (a CTE `mine` for held_in and PICK).
+MINE = f"SELECT p.id FROM projects p WHERE p.owner_id = {_OWNER}"
 
 # An owner's next unpublished due jobs, as many as `room` (a CTE: n) allows, from its
 # projects (`mine`: a CTE of ids), highest priority then longest due first; locked as read
@@ -145,10 +147,7 @@ PICK = f"""
 # (migration 0018: ix_agent_jobs_holding for its places, ix_agent_jobs_unpublished for
 # its backlog in order), never a pass over its whole backlog.
 REFILL_OWNER = f"""
-WITH mine AS MATERIALIZED (
-    SELECT p.id FROM projects p
-    WHERE p.owner_id = {_OWNER}
-), room AS MATERIALIZED (
+WITH mine AS MATERIALIZED ({MINE}), room AS MATERIALIZED (
     SELECT GREATEST(%(cap)s::int - {held_in("mine")}, 0) AS n
 ), pick AS ({PICK})
 UPDATE agent_jobs j SET dispatched_at = now() WHERE j.id = ANY(ARRAY(SELECT id FROM pick))

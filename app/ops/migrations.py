@@ -68,28 +68,37 @@ def upgrade(database_url: str | None = None, revision: str = "head") -> None:
             pause = min(pause * 2, 10.0)
 
 
-# The sessions that may hold the lock a migration waited for: the oldest open transactions
-# of the database, apart from the migration's own and the server's background workers.
-_OLDEST = """
-SELECT pid, state, date_trunc('second', now() - xact_start)::text, usename, application_name
-FROM pg_stat_activity
-WHERE datname = current_database() AND xact_start IS NOT NULL AND pid <> pg_backend_pid()
-  AND backend_type = 'client backend'
-ORDER BY xact_start LIMIT 3
+# The sessions holding a lock on one of the database's tables (pg_locks: any granted lock
+# conflicts with the ACCESS EXCLUSIVE most DDL takes), oldest transaction first, with the
+# tables each holds; never the migration's own session or the server's background workers.
+# An open transaction that holds no table is not in the way and is not named.
+_HOLDERS = """
+SELECT a.pid, a.state, date_trunc('second', now() - a.xact_start)::text, a.usename,
+       a.application_name, string_agg(DISTINCT c.relname, ', ' ORDER BY c.relname)
+FROM pg_locks l
+JOIN pg_class c ON c.oid = l.relation AND c.relkind IN ('r', 'p')
+JOIN pg_namespace n ON n.oid = c.relnamespace
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%%'
+JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.granted AND l.locktype = 'relation' AND l.pid <> pg_backend_pid()
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND a.backend_type = 'client backend'
+GROUP BY a.pid, a.state, a.xact_start, a.usename, a.application_name
+ORDER BY a.xact_start LIMIT 3
 """
 
 
 def _blocked_on(database_url: str) -> tuple[str, str]:
-    """The revision that could not run (the one after the database's), and the oldest open
-    transactions of the database: who they are and how long they have been open, never what
-    they run (a statement's text may carry anything). Best effort: a failure to look says so
-    rather than hide the lock timeout."""
+    """The revision that could not run (the one after the database's), and the sessions
+    holding the database's tables: who they are, how long their transaction has been open and
+    which tables they hold, never what they run (a statement's text may carry anything). Best
+    effort: a failure to look says so rather than hide the lock timeout."""
     try:
         with psycopg.connect(libpq_url(database_url), autocommit=True, connect_timeout=5) as conn:
             stamped = conn.execute("SELECT to_regclass('alembic_version')").fetchone()
             current = (conn.execute("SELECT version_num FROM alembic_version").fetchone()
                        if stamped and stamped[0] else None)
-            oldest = conn.execute(_OLDEST).fetchall()
+            held = conn.execute(_HOLDERS).fetchall()
     except psycopg.Error as exc:
         return "(unknown)", f"(Could not look at the open transactions: {type(exc).__name__}.)"
     version = current[0] if current else None
@@ -97,8 +106,8 @@ def _blocked_on(database_url: str) -> tuple[str, str]:
     following = [rev.revision for rev in script.walk_revisions() if rev.down_revision == version]
     holders = "; ".join(
         f"pid {pid} ({state} for {age}, user {user}"
-        + (f", application {app!r}" if app else "") + ")"
-        for pid, state, age, user, app in oldest)
+        + (f", application {app!r}" if app else "") + f", holding {tables})"
+        for pid, state, age, user, app, tables in held)
     return (following[0] if following else "head",
-            f"Oldest open transactions: {holders}." if holders else
-            "No transaction is open now.")
+            f"Sessions holding the database's tables, oldest transaction first: {holders}."
+            if holders else "No other session holds a table now.")

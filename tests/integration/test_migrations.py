@@ -221,7 +221,12 @@ def test_a_migration_that_never_gets_its_lock_names_what_holds_it(scratch_url, s
                  SWITCHYARD_MIGRATION_LOCK_WAIT_SECONDS="1.5")
     command.upgrade(alembic_config(scratch_url), "0019")
     with psycopg.connect(scratch_url, autocommit=True) as monitor, \
+            psycopg.connect(scratch_url) as bystander, \
             psycopg.connect(scratch_url) as reader:
+        # Older, open, and holding no table: not what the migration waits for
+        bystander.execute("SELECT now()")
+        innocent = bystander.info.backend_pid
+        time.sleep(1.1)
         reader.execute("SELECT count(*) FROM agent_jobs")
         holder = reader.info.backend_pid
         with pytest.raises(MigrationBlocked) as blocked:
@@ -231,6 +236,7 @@ def test_a_migration_that_never_gets_its_lock_names_what_holds_it(scratch_url, s
                              capture_output=True, text=True, timeout=120,
                              env=os.environ | {"DATABASE_URL": scratch_url})
         reader.rollback()
+        bystander.rollback()
         # Nothing of the migration that timed out stays; the ones before it are kept
         assert monitor.execute("SELECT version_num FROM alembic_version").fetchone() == ("0019",)
         assert not monitor.execute("SELECT 1 FROM information_schema.columns WHERE "
@@ -239,6 +245,8 @@ def test_a_migration_that_never_gets_its_lock_names_what_holds_it(scratch_url, s
     message = str(blocked.value)
     assert "0020" in message
     assert f"pid {holder} (idle in transaction for " in message
+    assert "holding agent_jobs" in message  # the table, read from pg_locks
+    assert f"pid {innocent} " not in message
     assert "SWITCHYARD_MIGRATION_LOCK_WAIT_SECONDS" in message
     assert "count(*)" not in message  # what a session runs is never shown: it may hold secrets
     assert cli.returncode == 1

@@ -57,6 +57,8 @@ def patch_limit() -> int:
 DIFF = ("--no-ext-diff", "--no-textconv", "--no-renames", "--src-prefix=a/",
         "--dst-prefix=b/", "--no-color")
 SLUG = re.compile(r"[^a-z0-9]+")
+# A branch the agent made: switchyard/<first 8 of the job id>-<slug> (branch_name).
+MADE_FOR_JOB = re.compile(r"switchyard/([0-9a-f]{8})-")
 BASE_REF = "refs/switchyard/base"  # what the workspace started from (clone or restore)
 EPOCH = {"GIT_AUTHOR_DATE": "1970-01-01T00:00:00+0000",
          "GIT_COMMITTER_DATE": "1970-01-01T00:00:00+0000"}
@@ -104,7 +106,10 @@ def clone(source: Source, dest: Path, *, token: str | None = None,
     dest.parent.mkdir(parents=True, exist_ok=True)
     args = ["clone", "--no-checkout", f"--separate-git-dir={git_dir(dest)}"]
     if source.local:
-        args.append("--no-hardlinks")  # a copy: the job's objects are its own
+        # A local repository is the operator's, shared by every tenant, and holds each one's
+        # pushed branches: the clone takes the one branch it checks out and only the objects
+        # that branch reaches (git-aware transport, not a copy of the whole object store).
+        args += ["--no-local", "--single-branch"]
     if branch is not None:
         args += ["--branch", branch]
     result = gitcmd.run([*args, "--", source.url, str(dest)], cwd=dest.parent,
@@ -213,6 +218,13 @@ def branch_name(job_id: str, task: str) -> str:
     """switchyard/<first 8 of the job id>-<the task as a slug of at most 40 characters>."""
     slug = SLUG.sub("-", task.lower()).strip("-")[:40].strip("-") or "task"
     return _check_branch(f"switchyard/{str(job_id)[:8]}-{slug}")
+
+
+def made_for_job(branch: str) -> str | None:
+    """The first 8 hex digits of the id of the job `branch` was named for (branch_name), or
+    None when it is not a name the agent gives."""
+    match = MADE_FOR_JOB.match(branch)
+    return match.group(1) if match else None
 
 
 def commit_and_push(dest: Path, *, branch: str, message: str, token: str | None) -> str:

@@ -35,6 +35,7 @@ from tasks.coding.tokens import require_for_pull_request, token_for
 from tasks.coding.workspace import workspace_for
 from tasks.engine import pg
 from tasks.engine.context import JobContext
+from tasks.engine.errors import PermanentError
 from tasks.services import artifacts
 from tasks.settings import get_settings
 
@@ -93,10 +94,38 @@ def start(ctx: JobContext, repo_url: str, branch: str | None, task: str, kind: s
 def clone(ctx: JobContext, checkout: Checkout, repo_url: str) -> dict[str, Any]:
     if checkout.source is None:
         checkout.source = git.check_source(repo_url, list(get_settings().local_repos))
+    if checkout.source.local and checkout.branch is not None:
+        check_branch_owner(ctx.project_id, checkout.branch)
     checkout.token = token_for(ctx.project_id, checkout.source)
     checkout.base, checkout.synced = checkout.clone(), True
     return {"base": checkout.base, "branch": git.current_branch(checkout.ws.root),
             "source": {"url": checkout.source.url, "kind": checkout.source.kind}}
+
+
+# Whether the owner of project %(project)s has a job whose id lies in [lo, hi]: a range of
+# the primary key, the ids that start with the 8 hex digits a branch's name carries.
+OWNER_HAS_JOB_IN = """
+SELECT EXISTS (
+    SELECT 1 FROM agent_jobs j JOIN projects p ON p.id = j.project_id
+    WHERE j.id BETWEEN %(lo)s AND %(hi)s
+      AND p.owner_id = (SELECT owner_id FROM projects WHERE id = %(project)s))
+"""
+
+
+def check_branch_owner(project_id: Any, branch: str) -> None:
+    """A shared local repository (the operator's, any tenant may clone it) holds every
+    tenant's pushed branches: one the agent made is cloned only for the owner of the job it
+    was made for, else another tenant would work on (and read) that owner's code."""
+    prefix = git.made_for_job(branch)
+    if prefix is None:
+        return
+    mine = pg.fetch_value(OWNER_HAS_JOB_IN, {
+        "lo": f"{prefix}-0000-0000-0000-000000000000",
+        "hi": f"{prefix}-ffff-ffff-ffff-ffffffffffff", "project": str(project_id)})
+    if not mine:
+        raise PermanentError(f"branch {branch!r} was made by another owner's job: in a shared "
+                             "local repository, a branch the agent pushed is cloned only for "
+                             "its owner")
 
 
 def project_setup_commands(project_id: Any) -> tuple[str, ...]:

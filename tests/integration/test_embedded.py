@@ -87,3 +87,31 @@ def test_embedded_postgres_keeps_its_runtime_dir_under_the_data_dir_without_xdg(
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()).is_relative_to(data / "run"), done.stdout
     assert "XDG_RUNTIME_DIR is not set" not in done.stderr, done.stderr
+
+
+def test_embedded_redis_answers_only_those_given_its_url(tmp_path: Path) -> None:
+    # Any local user can reach a loopback port: without the password in up's URL (which only
+    # up's own processes hold, in their environment) the broker refuses them, so nobody else
+    # on the machine can read wake-ups, pause models or tell the workers to shut down.
+    from app.ops.embedded import embedded_redis
+
+    with embedded_redis(tmp_path / "redis") as url:
+        client = redis.Redis.from_url(url)
+        assert client.ping()
+        port = client.connection_pool.connection_kwargs["port"]
+        password = client.connection_pool.connection_kwargs["password"]
+        assert password and len(password) >= 24
+        stranger = redis.Redis(host="127.0.0.1", port=port)
+        try:
+            stranger.ping()
+            raise AssertionError("the embedded redis answered without its password")
+        except redis.AuthenticationError:
+            pass
+        # Not on any process's command line, where every local user can read it
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                assert password.encode() not in cmdline.read_bytes(), cmdline
+            except OSError:
+                continue
+        config = next((tmp_path / "redis").glob("*.conf"))
+        assert config.stat().st_mode & 0o077 == 0

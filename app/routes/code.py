@@ -21,7 +21,7 @@ from app.api.schemas import Integral, Text
 from app.http import db
 from app.http.auth import current_owner
 from app.http.errors import ApiError
-from app.routes.body import parse_body
+from app.routes.body import parse_body, read_body
 from tasks.coding import merges, tokens, webhooks
 from tasks.coding.gitsource import REPO_URL_PATTERN, url_problem
 from tasks.coding.payloads import BRANCH_PATTERN, RunTaskPayload
@@ -75,7 +75,7 @@ def create_code_task(pid: str):
 
 @bp.post("/api/webhooks/github/<pid>")
 def github_webhook(pid: str):
-    raw = request.get_data(cache=False)  # MAX_CONTENT_LENGTH caps it (413)
+    raw = read_body()
     project_id = webhook_project(pid)
     secrets = keystore.read(project_id, [WEBHOOK_SECRET, tokens.SECRET]) if project_id else {}
     if not webhooks.signature_ok(secrets.get(WEBHOOK_SECRET, ""), raw,

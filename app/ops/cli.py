@@ -18,9 +18,37 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 
-@click.group()
-def main() -> None:
+class _Commands(click.Group):
+    def invoke(self, ctx: click.Context) -> object:
+        import psycopg
+        import sqlalchemy.exc
+
+        try:
+            return super().invoke(ctx)
+        except (psycopg.OperationalError, sqlalchemy.exc.OperationalError) as exc:
+            if isinstance(exc, psycopg.errors.QueryCanceled):
+                raise
+            from tasks.settings import get_settings
+
+            cause = getattr(exc, "orig", None) or exc
+            why = (str(cause).strip().splitlines() or [type(cause).__name__])[-1]
+            raise click.ClickException(
+                f"cannot reach the database ({why}). Set DATABASE_URL to your PostgreSQL, or "
+                "run this beside `switchyard up` with the same SWITCHYARD_DATA_DIR "
+                f"({get_settings().data_dir}): up tells the commands beside it where its "
+                "embedded services are.") from None
+
+
+@click.group(cls=_Commands)
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Switchyard: durable jobs for AI agents on Celery and PostgreSQL."""
+    if ctx.invoked_subcommand != "up":  # up makes its own, and must not take a stale file's
+        from app.ops import beside_up
+        from tasks.settings import get_settings
+
+        if beside_up.adopt(get_settings().data_dir):
+            get_settings.cache_clear()
 
 
 @main.command()

@@ -19,6 +19,7 @@ import urllib.request
 
 import click
 
+from app.ops import beside_up
 from app.ops.commands import beat_command, web_command, worker_command
 from app.ops.embedded import embedded_postgres, embedded_redis, embedded_smtp
 from tasks.engine import pg
@@ -33,12 +34,17 @@ def run_all(port: int) -> None:
     # The children (web, worker, beat) read the same, absolute, directory.
     os.environ["SWITCHYARD_DATA_DIR"] = str(data_dir)
     with contextlib.ExitStack() as stack:
+        started: dict[str, str] = {}
         if not os.environ.get("DATABASE_URL"):
             click.echo(f"starting embedded PostgreSQL in {data_dir / 'pg'} …")
-            os.environ["DATABASE_URL"] = stack.enter_context(embedded_postgres(data_dir))
+            started["DATABASE_URL"] = stack.enter_context(embedded_postgres(data_dir))
         if not os.environ.get("BROKER_URL"):
             click.echo("starting embedded Redis …")
-            os.environ["BROKER_URL"] = stack.enter_context(embedded_redis(data_dir / "redis"))
+            started["BROKER_URL"] = stack.enter_context(embedded_redis(data_dir / "redis"))
+        os.environ.update(started)
+        if started:  # for `switchyard token create …` and the like, typed beside up
+            beside_up.record(data_dir, started)
+            stack.callback(beside_up.forget, data_dir)
         if not os.environ.get("SWITCHYARD_SMTP_HOST") and not os.environ.get(
                 "SWITCHYARD_RESEND_API_KEY"):
             host, smtp_port = stack.enter_context(embedded_smtp(data_dir / "mail"))

@@ -46,6 +46,17 @@ def test_up_prints_the_uis_address_that_signs_in_with_the_printed_token(tmp_path
             signed_in = client.post("/signin", data={"token": token, "csrf": csrf})
             assert signed_in.status_code in (302, 303)
             assert client.get("/api/projects").status_code == 200
+
+        # The README's `switchyard token create alice | tail -1`, in another terminal beside
+        # up: the same data dir, no DATABASE_URL, and it reaches up's embedded database
+        made = _cli(env, "token", "create", "alice")
+        assert made.returncode == 0, made.stderr
+        alice = made.stdout.strip().splitlines()[-1]
+        with httpx.Client(base_url=url, timeout=10) as client:
+            listed = client.get("/api/projects", headers={"Authorization": f"Bearer {alice}"})
+            assert listed.status_code == 200
+        jobs = _cli(env, "jobs")
+        assert jobs.returncode == 0, jobs.stderr
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -54,3 +65,15 @@ def test_up_prints_the_uis_address_that_signs_in_with_the_printed_token(tmp_path
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, log.read_text()[-3000:]
+    # up is gone: the same command says what to do, in one line, not with a traceback
+    gone = _cli(env, "token", "list")
+    assert gone.returncode == 1
+    said = gone.stderr.strip().splitlines()
+    assert said[-1].startswith("Error: cannot reach the database"), gone.stderr
+    assert "Traceback" not in gone.stderr
+    assert "DATABASE_URL" in said[-1] and "switchyard up" in said[-1]
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "app.ops.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=60)

@@ -1,0 +1,47 @@
+"""How a command finds the embedded services of the `switchyard up` running beside it.
+
+`up` starts PostgreSQL (on a Unix socket in the data dir) and Redis (on a free port, with a
+password) and hands their URLs to its own children only: the README's `switchyard token
+create alice`, typed in another terminal, fell back to DATABASE_URL's default and failed.
+So up leaves the URLs it made in a file under the data dir, readable by this user alone
+(Redis's URL carries its password), and removes it when it stops; a command run with the
+same SWITCHYARD_DATA_DIR and without the variables takes them from there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+NAMES = ("DATABASE_URL", "BROKER_URL")
+
+
+def path(data_dir: Path) -> Path:
+    return data_dir / "run" / "services.json"
+
+
+def record(data_dir: Path, urls: dict[str, str]) -> None:
+    """Leave `urls` (those of NAMES up started itself) for the commands beside it."""
+    target = path(data_dir)
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump({k: v for k, v in urls.items() if k in NAMES}, out)
+
+
+def forget(data_dir: Path) -> None:
+    path(data_dir).unlink(missing_ok=True)
+
+
+def adopt(data_dir: Path) -> list[str]:
+    """Set each of NAMES the environment lacks from up's file; the names set."""
+    try:
+        urls = json.loads(path(data_dir).read_text())
+    except (OSError, ValueError):
+        return []
+    taken = [k for k in NAMES if not os.environ.get(k) and isinstance(urls.get(k), str)]
+    for name in taken:
+        os.environ[name] = urls[name]
+    return taken

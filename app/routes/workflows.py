@@ -33,11 +33,20 @@ def job_type_problem(name: str) -> str | None:
     return None
 
 
+def payload_problem(name: str, payload: dict[str, Any]) -> str | None:
+    """None when the job type takes `payload` as a run would spawn it; else why not."""
+    try:
+        registry.get_public(name).parse(payload)
+    except SwitchyardError as exc:
+        return str(exc)
+    return None
+
+
 @bp.post("/api/projects/<pid>/workflows")
 def save_workflow(pid: str):
     project = require_project(db.session(), current_owner(), pid)
     spec = parse_body(WorkflowSpec)
-    if found := problems(spec, job_type_problem):
+    if found := problems(spec, job_type_problem, payload_problem):
         raise ApiError(422, "invalid_workflow", f"the workflow has {len(found)} problem"
                        f"{'s' if len(found) > 1 else ''}: {found[0]}" +
                        (" …" if len(found) > 1 else ""), {"problems": found})

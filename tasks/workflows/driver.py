@@ -75,6 +75,11 @@ def drive(ctx: JobContext, nodes: list[Node], resolve: Resolve, *, key: str,
         ctx.step(f"{key}:mirror:{rounds}", lambda: _mirror(str(ctx.job_id), states, on_change))
         if decision.stop is not None:
             return Outcome("failed", states, failed=decision.stop)
+        if any(states[name].status == FAILED for name in decision.open):
+            # A step failed as it opened (its payload did not resolve): the decision above
+            # did not know. Decide again now, under that step's policy, without waiting.
+            rounds += 1
+            continue
         if decision.finished:  # failures under policy "continue" do not fail the run
             return Outcome("completed", states)
         children = [s.job_id for s in states.values() if s.status == RUNNING and s.job_id]

@@ -23,6 +23,9 @@ STEP_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 
 # A job type's name -> why a workflow may not use it (unknown, internal), or None.
 JobTypeCheck = Callable[[str], str | None]
+# Why a job type refuses a payload as it stands (None: it takes it): asked only of a step's
+# payload that holds no template, the rest being known at run time alone.
+PayloadCheck = Callable[[str, dict[str, Any]], str | None]
 
 
 class StepSpec(BaseModel):
@@ -44,7 +47,8 @@ class WorkflowSpec(BaseModel):
     steps: list[StepSpec]
 
 
-def problems(spec: WorkflowSpec, job_type_ok: JobTypeCheck) -> list[str]:
+def problems(spec: WorkflowSpec, job_type_ok: JobTypeCheck,
+             payload_ok: PayloadCheck | None = None) -> list[str]:
     """Every problem with `spec`; an empty list means it may be stored and run.
 
     Past MAX_STEPS only the count is reported: a list of thousands of problems helps nobody.
@@ -55,7 +59,7 @@ def problems(spec: WorkflowSpec, job_type_ok: JobTypeCheck) -> list[str]:
     ups = upstream(spec)
     for index, step in enumerate(spec.steps):
         found += [f"{_label(index, step)}: {problem}"
-                  for problem in _step_problems(step, job_type_ok, ups)]
+                  for problem in _step_problems(step, job_type_ok, ups, payload_ok)]
     found += _duplicate_problems(spec)
     found += [f"step {loop[0]!r}: depends_on: cycle {' → '.join(loop)} "
               "(each step depends on the next)" for loop in graph.cycles(_graph(spec))]
@@ -96,14 +100,16 @@ def _label(index: int, step: StepSpec) -> str:
     return f"step #{index + 1}"
 
 
-def _step_problems(step: StepSpec, job_type_ok: JobTypeCheck,
-                   ups: dict[str, set[str]]) -> list[str]:
+def _step_problems(step: StepSpec, job_type_ok: JobTypeCheck, ups: dict[str, set[str]],
+                   payload_ok: PayloadCheck | None = None) -> list[str]:
     found = []
     if not STEP_NAME.fullmatch(step.name):
         found.append(f"name: {_short(step.name)!r} must be a lowercase letter, then up to 63 "
                      "lowercase letters, digits, _ or -")
     if (why := job_type_ok(step.job_type)) is not None:
         found.append(f"job_type: {why}")
+    else:
+        found += _literal_payload_problems(step, payload_ok)
     for dep in dict.fromkeys(step.depends_on):
         if dep not in ups:
             found.append(f"depends_on: no step is named {_short(dep)!r}")
@@ -130,6 +136,20 @@ def _payload_problems(step: StepSpec, ups: dict[str, set[str]]) -> list[str]:
     if _has_nul(step.payload):
         found.append("payload: no string may contain the NUL character (\\u0000)")
     return found
+
+
+def _literal_payload_problems(step: StepSpec, payload_ok: PayloadCheck | None) -> list[str]:
+    """A payload with no template runs as it is: what its job type refuses is refused now,
+    not at every run (where it fails the step)."""
+    if payload_ok is None:
+        return []
+    try:
+        if templates.references(step.payload):
+            return []
+    except TemplateError:
+        return []  # _payload_problems says why
+    why = payload_ok(step.job_type, step.payload)
+    return [] if why is None else [f"payload: {why}"]
 
 
 def _condition_problems(step: StepSpec, ups: dict[str, set[str]]) -> list[str]:

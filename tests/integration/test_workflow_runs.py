@@ -127,6 +127,24 @@ def test_continue_carries_on_and_skips_only_the_failed_branch(alice: Caller) -> 
                         "last": "completed"}
 
 
+@pytest.mark.parametrize("policy", ["continue", "stop"])
+def test_a_step_whose_payload_does_not_resolve_fails_under_its_policy(
+        alice: Caller, policy: str) -> None:  # noqa: F811
+    # Known only at run time (a template's value): the step fails, and the run goes on or
+    # stops as the step's policy says, alone or beside others
+    for alone in (True, False):
+        steps = [{"name": "a", "job_type": "system.canary", "payload": {"steps": "{{inputs.n}}"},
+                  "on_failure": policy}]
+        if not alone:
+            steps.append({"name": "b", "job_type": "system.canary", "payload": {"steps": 1}})
+        run = ended(alice, start(alice, save(alice, steps, name=f"wf-{policy}-{alone}"),
+                                 {"n": "many"}))
+        assert run["steps"]["a"]["status"] == "failed", run
+        assert "steps" in run["steps"]["a"]["error"], run
+        assert run["status"] == ("completed" if policy == "continue" else "failed"), run
+        assert "wait_any" not in str(run), run
+
+
 def gate_of(caller: Caller, jid: str) -> dict[str, Any]:
     def pending() -> dict[str, Any] | None:
         items = caller.get(f"/api/inbox?project_id={caller.project}").get_json()["items"]

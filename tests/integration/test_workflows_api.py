@@ -68,6 +68,24 @@ def test_every_problem_is_named_and_nothing_is_written(alice: Caller) -> None:  
     assert rows() == 0
 
 
+def test_a_payload_its_job_type_refuses_is_refused_at_save(alice: Caller) -> None:  # noqa: F811
+    # Without a template it runs as it stands: refused now, not failed at every run
+    bad = {"name": "typo", "steps": [
+        {"name": "a", "job_type": "system.canary", "payload": {"steps": "many"}},
+        {"name": "b", "job_type": "system.canary", "payload": {"stepz": 1}},
+        {"name": "c", "job_type": "system.canary", "payload": {"steps": "{{inputs.n}}"}},
+    ]}
+    r = alice.post(url(alice), bad)
+    assert r.status_code == 422, r.get_json()
+    problems = r.get_json()["error"]["details"]["problems"]
+    assert [p.split(":")[0] for p in problems] == ["step 'a'", "step 'b'"], problems
+    assert "steps" in problems[0] and "stepz" in problems[1]
+    assert rows() == 0
+    # a template's value is known at run time only: that step is taken
+    r = alice.post(url(alice), {"name": "typo", "steps": bad["steps"][2:]})
+    assert r.status_code == 201, r.get_json()
+
+
 def test_another_owners_workflow_is_not_found(alice: Caller, bob: Caller) -> None:  # noqa: F811
     saved = alice.post(url(alice), {"name": "mine", "steps": STEPS[:1]}).get_json()
     assert bob.get(f"/api/workflows/{saved['id']}").status_code == 404

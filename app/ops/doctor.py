@@ -105,6 +105,10 @@ def _coding() -> Iterator[Check]:
         if name == "sandbox" and not check.ok:
             check = _sandbox_fix(check)
         yield check
+    pytest = _part(s, "pytest")
+    yield Check(s, pytest.what, pytest.ok, pytest.detail + ("" if pytest.ok else
+                " (Python repositories' tests, unless they install their own)"), pytest.fix,
+                required=False)
     node = _part(s, "node")
     yield Check(s, node.what, node.ok, node.detail + ("" if node.ok else
                 " (needed for JavaScript repositories only)"), node.fix, required=False)

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tasks.engine.errors import PermanentError
+from tasks.engine.system_parts import SYSTEM_PATH as SANDBOX_PATH
 from tasks.settings import get_settings
 
 SANDBOX_UID = SANDBOX_GID = 65534  # nobody / nogroup
-SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class SandboxUnavailable(PermanentError):

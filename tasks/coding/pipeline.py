@@ -58,6 +58,7 @@ class Verification:
     fixed: list[str] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)
     failing: list[str] = field(default_factory=list)  # after the last round
+    not_run: list[str] = field(default_factory=list)  # checks whose runner is not installed
 
 
 def network_for(project_id: Any) -> bool:
@@ -240,9 +241,13 @@ def run_checks(agent: Agent, round_: int, baseline: list[dict[str, Any]] | None 
     Round 0 is the baseline, before any edit: what already failed is not the agent's doing."""
     root = agent.checkout.ws.root
     results: list[dict[str, Any]] = []
+    not_run: list[str] = []
     for check in verify.detect_commands(root):
         _clear_reports(root)
         ran = sandbox.run_command(root, check.command, agent.policy)
+        if why := verify.runner_missing(check, ran.exit_code, ran.output):
+            not_run.append(why)
+            continue
         results.append({"name": check.name, "command": check.command,
                         "exit_code": ran.exit_code, "timed_out": ran.timed_out,
                         "tests": _report(root, check),
@@ -265,10 +270,11 @@ def run_checks(agent: Agent, round_: int, baseline: list[dict[str, Any]] | None 
                         "commands": [r["command"] for r in results],
                         "passed": judged.passed, "output": (summary or "all checks passed")[:4000],
                         "fixed": judged.fixed[:50], "broken": judged.broken[:50],
-                        "failing": judged.failing[:50], "self_review": False})
+                        "failing": judged.failing[:50], "self_review": False,
+                        "not_run": not_run})
     return {"ran": bool(results), "passed": judged.passed, "summary": summary,
             "results": results, "fixed": judged.fixed, "broken": judged.broken,
-            "failing": judged.failing}
+            "failing": judged.failing, "not_run": not_run}
 
 
 def _clear_reports(root: Path) -> None:
@@ -312,18 +318,21 @@ def verify_loop(agent: Agent, task: str, max_iterations: int,
     summary = ""
     judged: dict[str, Any] = {}
     round_ = 0
+    not_run: list[str] = []
     base_results = before["results"] if before and before["ran"] else None
     for round_ in range(1, max_iterations + 1):
         checked = agent.step_in_checkout(f"verify:{round_}", run_checks, agent, round_,
                                          base_results, leaves_traces=True)
+        not_run = checked.get("not_run", [])
         if checked["ran"]:
             passed, summary = checked["passed"], checked["summary"]
             judged = {k: checked.get(k, []) for k in ("fixed", "broken", "failing")}
         else:  # nothing to run: the model's review of the diff stands in, marked as such
             ok, summary = self_review(agent, task, round_)
-            ctx.emit("verify", f"round {round_}: self-review {'passed' if ok else 'failed'}",
+            ctx.emit("verify", f"round {round_}: self-review {'passed' if ok else 'failed'}"
+                     + (f" ({len(not_run)} check(s) could not run)" if not_run else ""),
                      {"round": round_, "commands": [], "passed": ok, "output": summary[:4000],
-                      "self_review": True})
+                      "self_review": True, "not_run": not_run})
             passed = None if ok else False
         if passed is not False or round_ == max_iterations:
             break
@@ -341,7 +350,7 @@ def verify_loop(agent: Agent, task: str, max_iterations: int,
     return Verification(passed, round_, debug, summary,
                         baseline=before["failing"] if before and before["ran"] else [],
                         fixed=judged.get("fixed", []), broken=judged.get("broken", []),
-                        failing=judged.get("failing", []))
+                        failing=judged.get("failing", []), not_run=not_run)
 
 
 def diff_of(agent: Agent) -> dict[str, Any]:
@@ -405,7 +414,9 @@ def pr_body(task: str, plan: plans.Plan, verification: Verification,
     steps = "\n".join(f"{i}. {s['title']}" for i, s in
                       enumerate(plan.as_dict()["subtasks"], start=1))
     if verification.tests_passed is None:
-        verdict = "no test or build command found: reviewed by the model against the task"
+        verdict = ("no check could run (" + "; ".join(verification.not_run) + ")"
+                   if verification.not_run else "no test or build command found")
+        verdict += ": reviewed by the model against the task"
     else:
         verdict = "the checks pass" if verification.tests_passed else "the checks still fail"
     if verification.baseline:
@@ -444,5 +455,6 @@ def run_task(ctx: JobContext, p: RunTaskPayload) -> dict[str, Any]:
             "baseline": verification.baseline, "fixed": verification.fixed,
             "broken": verification.broken, "subtasks": len(plan.subtasks),
             "debug_mode": verification.debug_mode, "resumed": resumed,
+            "checks_not_run": verification.not_run,
             "setup": {k: set_up.get(k) for k in ("status", "kinds", "seconds", "notes")},
             **agent.spend.as_dict()}

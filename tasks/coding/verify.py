@@ -89,6 +89,29 @@ def detect_commands(root: Path) -> list[Check]:
     return checks
 
 
+_PYTHON_MODULE = re.compile(r"^python3 -m ([\w.]+)")
+_APT = {"pytest": "python3-pytest", "ruff": "ruff"}
+
+
+def runner_missing(check: Check, exit_code: int | None, output: str) -> str | None:
+    """Why `check` could not start at all (its runner is not installed where the sandbox
+    looks), or None. Such a failure says nothing of the code: it is set aside, with the fix,
+    never handed to the model to "fix" round after round."""
+    module = _PYTHON_MODULE.match(check.command)
+    name = module.group(1) if module else ""
+    # python3's own words when -m finds no such module (a test's failed import quotes it)
+    if module and exit_code == 1 and re.search(rf"No module named {re.escape(name)}\s*$",
+                                               output, re.MULTILINE):
+        return (f"{check.name}: {name} is not installed for the repository's python3: declare "
+                f"it in the repository's test or dev requirements, or install the system's "
+                f"(apt-get install {_APT.get(name, 'python3-' + name)})")
+    if exit_code == 127:  # the shell's "command not found"
+        said = next((line.strip() for line in output.splitlines() if "not found" in line),
+                    "command not found")
+        return f"{check.name}: its runner is not installed ({said[:200]})"
+    return None
+
+
 def passed(check: Check, exit_code: int) -> bool:
     """Whether a check's exit code means success. pytest's 5 is "no tests collected": nothing
     failed, and a repository without tests must not keep the agent failing forever."""

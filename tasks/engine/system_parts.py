@@ -14,6 +14,9 @@ from tasks.engine.errors import JobTypeUnavailable
 
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's package; Playwright never downloads one
 APT = "apt-get install -y"
+# The system's programs, without what a virtualenv or a user puts first: the coding agent's
+# sandbox runs a repository's commands with this PATH.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,11 @@ PARTS: dict[str, Part] = {p.name: p for p in (
          lambda: _version(["node", "--version"]) if shutil.which("npm")
          else Finding(False, "npm is not installed")),
     Part("python3-venv", "python3 with venv", f"{APT} python3 python3-venv", _python_venv),
+    # The coding agent's checks run a Python repository's tests with `python3 -m pytest`:
+    # the system's, unless the repository's environment installs its own.
+    Part("pytest", "pytest for python3", f"{APT} python3-pytest",
+         lambda: _version([shutil.which("python3", path=SYSTEM_PATH) or "python3", "-c",
+                           "import pytest; print('pytest', pytest.__version__)"])),
 )}
 
 

@@ -188,6 +188,30 @@ def test_a_repository_without_tests_gets_a_self_review_marked_as_such(
     assert [brains.phase(r.body) for r in model.received].count("review") == 1
 
 
+def test_a_check_whose_runner_is_not_installed_is_set_aside_not_fixed(
+        alice: Caller, repos: Path, model: FakeAnthropic, tmp_path: Path) -> None:
+    # The repository asks for ruff; the sandbox's python3 has none. "No module named ruff"
+    # says nothing of the code: the agent must not spend its fix rounds on it
+    assert subprocess.run(["/usr/bin/python3", "-m", "ruff", "--version"],
+                          capture_output=True).returncode != 0, "this test needs ruff absent"
+    bare = bare_repo(repos, "lintonly", {"calculator.py": FILES["calculator.py"],
+                                         "ruff.toml": "line-length = 100\n"},
+                     tmp_path / "lintonly")
+    model.script = brains.straight
+    job_id = submit(alice, bare, max_iterations=3)
+
+    job = wait_for(job_id, "completed", "failed", timeout=120)
+    assert job["status"] == "completed", job["last_error"]
+    result = job["result"]
+    assert result["tests_passed"] is None and result["verdict"] == "self-reviewed"
+    assert result["iterations"] == 1
+    (missing,) = result["checks_not_run"]
+    assert "ruff" in missing and "not installed" in missing
+    rounds = events(job_id, "verify")
+    assert rounds[-1]["self_review"] is True and "ruff" in rounds[-1]["not_run"][0]
+    assert [brains.phase(r.body) for r in model.received].count("fix") == 0
+
+
 def test_a_plan_the_model_cannot_give_falls_back_to_one_subtask_with_a_warning(
         alice: Caller, repos: Path, model: FakeAnthropic) -> None:
     def no_plan(body: dict) -> list[dict]:

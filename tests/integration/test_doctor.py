@@ -43,6 +43,8 @@ def test_a_machine_with_every_part_is_ready_for_every_system() -> None:
     for system in ("engine", "startup OS", "browser checks", "coding agent", "functions"):
         assert f"{system}: ready" in done.stdout
     assert "Chromium" in done.stdout and "doctor: 5 of 5 systems ready" in done.stdout
+    # what runs a Python repository's tests (the README's apt line installs it)
+    assert "pytest for python3" in done.stdout
 
 
 def test_missing_parts_fail_their_system_only_with_the_fix(tmp_path: Path) -> None:

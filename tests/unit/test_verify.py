@@ -27,6 +27,7 @@ from tasks.coding.verify import (
     jaccard,
     normalise_error,
     passed,
+    runner_missing,
     truncate,
 )
 
@@ -350,3 +351,25 @@ def test_a_hostile_repositorys_config_files_are_never_followed_or_read_whole(tmp
     (repo / "package.json").write_bytes(b'{"scripts": {"test": "x"}, "pad": "'
                                         + b"x" * (2 * 1024 * 1024) + b'"}')
     assert verify.detect_commands(repo) == []
+
+
+@pytest.mark.parametrize(("check", "exit_code", "output", "names"), [
+    (PYTEST, 1, "/usr/bin/python3: No module named pytest\n", ("pytest", "python3-pytest")),
+    (RUFF, 1, "/run/switchyard-env/venv/bin/python3: No module named ruff", ("ruff",)),
+    (CARGO_TEST, 127, "sh: 1: cargo: not found\n", ("cargo: not found",)),
+])
+def test_a_runner_that_is_not_installed_is_told_apart(check, exit_code, output, names):
+    why = runner_missing(check, exit_code, output)
+    assert why is not None and why.startswith(check.name)
+    for name in names:
+        assert name in why
+
+
+@pytest.mark.parametrize(("check", "exit_code", "output"), [
+    (PYTEST, 1, "E   ModuleNotFoundError: No module named 'pytest_mock'\n1 failed"),
+    (PYTEST, 2, "ImportError while importing test module\nNo module named pytest_x"),
+    (PYTEST, 1, "FAILED test_a.py::test_x - AssertionError\n1 failed in 0.1s"),
+    (MAKE_TEST, 2, "make: *** [Makefile:2: test] Error 127"),
+])
+def test_a_check_that_ran_and_failed_is_not_a_missing_runner(check, exit_code, output):
+    assert runner_missing(check, exit_code, output) is None

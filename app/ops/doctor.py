@@ -207,7 +207,9 @@ def _disk(system: str) -> Check:
 def _indexes() -> list[tuple[str, str]]:
     pip = os.environ.get("PIP_INDEX_URL") or "https://pypi.org/simple/"
     npm = os.environ.get("NPM_CONFIG_REGISTRY") or "https://registry.npmjs.org/"
-    return [("Python package index", pip), ("npm registry", npm)]
+    # One project's page, not the index's root: PyPI's lists every project (tens of MB),
+    # which a 5 s read often did not finish, and doctor cried wolf.
+    return [("Python package index", pip.rstrip("/") + "/pip/"), ("npm registry", npm)]
 
 
 def _reachable(system: str, what: str, url: str) -> Check:

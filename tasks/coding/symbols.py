@@ -205,6 +205,26 @@ def _nest(source: bytes, items: list[tuple[ts.Node, ts.Node, ts.Node | None]],
     return tuple(definitions)
 
 
+def _block_start(line: str) -> int:
+    """Where the first `{` outside a string literal opens a block (a struct's, an object's),
+    or the line's length: `re.compile(r'-{2,}')` keeps its pattern whole."""
+    quote = ""
+    escaped = False
+    for at, char in enumerate(line):
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = ""
+        elif char in "'\"`":
+            quote = char
+        elif char == "{":
+            return at
+    return len(line)
+
+
 def signature(source: bytes, node: ts.Node, body: ts.Node | None,
               comment: re.Pattern[str] = _LINE_COMMENT["#"]) -> str:
     """The definition's head on one line: its text up to the body, else its first line."""
@@ -213,7 +233,7 @@ def signature(source: bytes, node: ts.Node, body: ts.Node | None,
     else:
         # No body node (a type, a constant, a declaration): its first line, up to any block.
         first = source[node.start_byte:node.end_byte].decode("utf-8", "replace").split("\n", 1)[0]
-        head = first.split("{", 1)[0]
+        head = first[:_block_start(first)]
     text = head.strip()
     if "\n" in text or "  " in text or "\t" in text or text.startswith("@"):  # rare: skip if not
         text = _ANNOTATIONS.sub("", _WHITESPACE.sub(" ", comment.sub("", text)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,31 @@ def test_a_sandbox_that_cannot_run_gets_the_fix_for_why(
     assert not fixed.ok and fix in fixed.fix
     assert ("container refuses user namespaces" in fixed.detail) is (bwrap is not None
                                                                       and container)
+
+
+def test_the_package_index_is_asked_for_one_project_not_its_whole_list(tmp_path: Path) -> None:
+    # PyPI's root lists every project (tens of MB): read with a 5 s timeout, it often did
+    # not finish and doctor said an index that answers did not
+    import http.server
+    import threading
+
+    class Index(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/simple/":
+                time.sleep(8)  # the whole list, slowly
+            self.send_response(200 if self.path == "/simple/pip/" else 404)
+            self.end_headers()
+            self.wfile.write(b"<a href='pip-24.0.tar.gz'>pip-24.0.tar.gz</a>")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Index)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        index = f"http://127.0.0.1:{server.server_address[1]}/simple/"
+        done = _doctor({**os.environ, "PIP_INDEX_URL": index})
+    finally:
+        server.shutdown()
+    line = next(x for x in done.stdout.splitlines() if "Python package index" in x)
+    assert line.split()[0] == "ok" and "answers" in line, done.stdout

@@ -234,6 +234,9 @@ SIGNATURES = [
                  ["def outer()"], id="python, a function's local helper is not listed"),
     pytest.param("python", "LIMIT = 10\nCONFIG = {\n    'a': 1,\n}\n",
                  ["LIMIT = 10", "CONFIG"], id="python, module constants"),
+    pytest.param("python", "DASHES = re.compile(r'-{2,}')\nFMT = \"{a} {{b}}\"\n",
+                 ["DASHES = re.compile(r'-{2,}')", 'FMT = "{a} {{b}}"'],
+                 id="python, a brace inside a string is no block"),
     pytest.param("javascript", "class W extends B {\n  render(props) {\n    return 1;\n  }\n}\n"
                  "module.exports.make = function (a) { return a; };\n",
                  ["class W extends B", "  render(props)", "module.exports.make = function (a)"],

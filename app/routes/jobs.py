@@ -28,7 +28,7 @@ from app.http.auth import current_owner, current_viewer
 from app.http.errors import ApiError, not_found, validation_error
 from app.routes.body import parse_body
 from app.streams.hub import Event, Subscription
-from app.streams.sse import event_stream, sse_response, stream_cursor
+from app.streams.sse import client_gone, event_stream, sse_response, stream_cursor
 from app.streams.stream_slots import take_slot
 from models import AgentJob
 from tasks.engine import control, diagnosis, rerun
@@ -218,8 +218,8 @@ def job_events(jid: str):
         return e.type == "status" and JobStatus(e.data.get("status")) in TERMINAL
 
     slot = take_slot()  # before any 200: over the cap is a 429
-    return sse_response(event_stream(sub, cursor, is_last, ended=ended,
-                                         mark_replay=True), slot)
+    return sse_response(event_stream(sub, cursor, is_last, ended=ended, mark_replay=True,
+                                     gone=client_gone(request.environ)), slot)
 
 
 @bp.get("/api/jobs/<jid>/diagnosis")

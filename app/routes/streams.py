@@ -26,7 +26,7 @@ from app.http.auth import current_owner
 from app.http.errors import not_found, validation_error
 from app.streams import event_log
 from app.streams.hub import Subscription
-from app.streams.sse import Started, event_stream, sse_response, stream_cursor
+from app.streams.sse import Started, client_gone, event_stream, sse_response, stream_cursor
 from app.streams.stream_slots import take_slot
 
 bp = Blueprint("streams", __name__)
@@ -48,7 +48,8 @@ def project_events(pid: str):
     sub = Subscription(project_id=_owned_project_id(pid))
     cursor = stream_cursor(sub)
     slot = take_slot()  # before any 200: over the cap is a 429
-    return sse_response(event_stream(sub, cursor, mark_replay=True), slot)
+    return sse_response(event_stream(sub, cursor, mark_replay=True,
+                                     gone=client_gone(request.environ)), slot)
 
 
 @bp.get("/api/projects/<pid>/events/history")

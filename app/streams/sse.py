@@ -9,9 +9,12 @@ from __future__ import annotations
 import itertools
 import json
 import queue
+import select
+import socket
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from flask import Response, request
 
@@ -88,10 +91,37 @@ def format_replay_end(marker: ReplayEnd) -> str:
     return f"event: replayed\ndata: {json.dumps({'cursor': marker.cursor})}\n\n"
 
 
+# How often an idle stream looks whether its client is still there. Without a look it
+# learns only when a keep-alive write fails, and holds its slot (its token's and the
+# process's) until then.
+PROBE_SECONDS = 1.0
+
+
+def client_gone(environ: dict[str, Any]) -> Callable[[], bool]:
+    """Whether the client of this request closed its connection: the socket gunicorn hands
+    the application reads as at its end (a peek, nothing consumed). Unknown (another server,
+    TLS in the process) reads as still there."""
+    sock = environ.get("gunicorn.socket")
+    if sock is None:
+        return lambda: False
+
+    def gone() -> bool:
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+            return bool(readable) and sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except (BlockingIOError, InterruptedError, ValueError):
+            return False  # nothing to read, or a TLS socket (no peeking)
+        except OSError:
+            return True  # reset by the peer, or closed
+
+    return gone
+
+
 def event_stream(sub: Subscription, cursor: int,
                  is_last: Callable[[Event], bool] = lambda e: False,
                  *, ended: bool = False,
                  mark_replay: bool = False,
+                 gone: Callable[[], bool] = lambda: False,
                  ) -> Generator[Event | ReplayEnd | Started | None, None, None]:
     """Events after `cursor` with no gap and no duplicate; None marks a keep-alive.
 
@@ -129,15 +159,22 @@ def event_stream(sub: Subscription, cursor: int,
                 return
         if mark_replay and not sub.dropped:
             yield ReplayEnd(last)
+        quiet_until = time.monotonic() + keepalive
         while not ended and not sub.dropped:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
                 return  # the stream's lifetime is over: the client resumes by cursor
             try:
-                e = sub.events.get(timeout=min(keepalive, left))
+                e = sub.events.get(timeout=max(0.0, min(PROBE_SECONDS, quiet_until - now, left)))
             except queue.Empty:
-                yield None
+                if gone():
+                    return  # the client left: its slot goes back now, not at a keep-alive
+                if time.monotonic() >= quiet_until:
+                    quiet_until = time.monotonic() + keepalive
+                    yield None
                 continue
+            quiet_until = time.monotonic() + keepalive
             if e is None or sub.dropped:
                 return  # the hub closed the stream (the process is stopping)
             if e.late:

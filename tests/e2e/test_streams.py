@@ -534,3 +534,48 @@ def test_stream_refusals_over_the_wire(web):
             answer = _one_answer(s)
         assert answer.startswith(b"HTTP/1.1 " + status), answer[:300]
     assert tuple_row("SELECT count(*) FROM projects WHERE name = 'chunked'")[0] == 1
+
+
+def test_a_stream_the_client_left_gives_its_slot_back_within_seconds(procs: Procs) -> None:
+    # An idle stream learnt its client was gone only when a keep-alive write failed (every
+    # SWITCHYARD_SSE_KEEPALIVE_SECONDS, 15 by default): the token's slots stayed taken, and
+    # a client that reconnected was refused for that long
+    _, base = procs.web(threads=16, env={"SWITCHYARD_SSE_KEEPALIVE_SECONDS": "30",
+                                         "SWITCHYARD_STREAMS_PER_TOKEN": "3"})
+    with session_scope(session_factory()) as s:
+        owner_id, token = create_token(s, "carol")
+    project = str(uuid.uuid4())
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'slots')",
+               (project, owner_id))
+    host, port = base.removeprefix("http://").split(":")
+    request = (f"GET /api/projects/{project}/events?tail=0 HTTP/1.1\r\nHost: x\r\n"
+               f"Authorization: Bearer {token}\r\n\r\n").encode()
+
+    def open_stream() -> tuple[socket.socket, bytes]:
+        s = socket.create_connection((host, int(port)))
+        s.settimeout(10)
+        s.sendall(request)
+        head = b""
+        while b"\r\n\r\n" not in head:
+            got = s.recv(4096)
+            if not got:
+                break
+            head += got
+        return s, head
+
+    streams = [open_stream() for _ in range(3)]
+    assert all(head.startswith(b"HTTP/1.1 200") for _, head in streams)
+    refused, head = open_stream()
+    assert head.startswith(b"HTTP/1.1 429"), head[:200]
+    refused.close()
+    for s, _ in streams:
+        s.close()
+    left = time.monotonic()
+    again, head = open_stream()
+    while not head.startswith(b"HTTP/1.1 200") and time.monotonic() - left < 10:
+        again.close()
+        time.sleep(0.5)
+        again, head = open_stream()
+    again.close()
+    assert head.startswith(b"HTTP/1.1 200"), head[:200]
+    assert time.monotonic() - left < 5, "the slots came back only after the keep-alive"

@@ -65,6 +65,14 @@ SELECT %(new)s, seq, name, status, output, error, 0, started_at, finished_at
 FROM job_steps WHERE job_id = %(old)s AND seq < %(seq)s
 """
 
+# The steps a rerun copied from its original (_COPY gives them 0 attempts; a step the rerun
+# runs itself has 1 or more): what a retried request answers, as the first one did.
+_COPIED = "SELECT count(*) FROM job_steps WHERE job_id = %s AND attempts = 0"
+
+
+def _made_before(job_id: uuid.UUID) -> Rerun:
+    return Rerun(job_id, int(pg.fetch_value(_COPIED, (str(job_id),))), created=False)
+
 
 def rerun(job_id: uuid.UUID | str, from_step: str, payload: dict[str, Any] | None = None,
           *, public: bool = True, idempotency_key: str | None = None) -> Rerun:
@@ -79,7 +87,7 @@ def rerun(job_id: uuid.UUID | str, from_step: str, payload: dict[str, Any] | Non
     # original may have moved since (retried, so no longer finished).
     made = pg.fetch_one_dict(SELECT_BY_KEY, (original["project_id"], key)) if key else None
     if made is not None:
-        return Rerun(made["id"], 0, created=False)
+        return _made_before(made["id"])
     if original["status"] not in FINISHED:
         raise RerunRefused("not_finished", f"only a finished job can be rerun; this one is "
                            f"{original['status']}", {"status": original["status"]})
@@ -105,7 +113,7 @@ def rerun(job_id: uuid.UUID | str, from_step: str, payload: dict[str, Any] | Non
     with pg.transaction():
         job: Enqueued = enqueue(request, publish=False, public=public)
         if not job.created:  # the same key again: the rerun made then
-            return Rerun(job.job_id, 0, created=False)
+            return _made_before(job.job_id)
         pg.execute("UPDATE agent_jobs SET rerun_of = %s WHERE id = %s",
                    (original["id"], job.job_id))
         copied = pg.execute(_COPY, {"new": job.job_id, "old": original["id"],

@@ -107,6 +107,8 @@ def test_a_rerun_asked_again_with_its_key_answers_the_first(alice, worker):
     again = alice.post(f"/api/jobs/{done}/rerun", body)
     assert (first.status_code, again.status_code) == (202, 200)
     assert again.get_json()["job_id"] == first.get_json()["job_id"]
+    # the same answer, all of it: the steps the first one copied too
+    assert again.get_json()["copied_steps"] == first.get_json()["copied_steps"] == 1
     assert tuples("SELECT count(*) FROM agent_jobs WHERE rerun_of = %s", (done,)) == [(1,)]
     other = alice.post(f"/api/jobs/{done}/rerun", {"from_step": "step-2"})
     assert other.status_code == 202 and other.get_json()["job_id"] != first.get_json()["job_id"]
@@ -117,6 +119,7 @@ def test_a_rerun_asked_again_with_its_key_answers_the_first(alice, worker):
                ("2099-01-01T00:00:00+00:00", done))
     late = alice.post(f"/api/jobs/{done}/rerun", body)
     assert late.status_code == 200 and late.get_json()["job_id"] == first.get_json()["job_id"]
+    assert late.get_json()["copied_steps"] == 1
 
 
 def test_a_step_after_an_unfinished_one_cannot_be_the_start(alice, worker):

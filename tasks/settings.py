@@ -113,8 +113,9 @@ def libpq_url(url: str) -> str:
 
 @dataclass(frozen=True)
 class Settings:
-    database_url: str
-    broker_url: str
+    # Either may carry a password (up's Redis always does): never in a repr.
+    database_url: str = field(repr=False)
+    broker_url: str = field(repr=False)
     data_dir: Path
     heartbeat_seconds: float
     stale_after_seconds: float

@@ -22,13 +22,14 @@ def path(data_dir: Path) -> Path:
 
 
 def record(data_dir: Path, urls: dict[str, str]) -> None:
-    """Leave `urls` (those of NAMES up started itself) for the commands beside it."""
+    """Leave `urls` (those of NAMES up started itself) for the commands beside it, with up's
+    pid: a file left by an up that was killed names services that are gone."""
     target = path(data_dir)
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     target.unlink(missing_ok=True)
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as out:
-        json.dump({k: v for k, v in urls.items() if k in NAMES}, out)
+        json.dump({"pid": os.getpid(), **{k: v for k, v in urls.items() if k in NAMES}}, out)
 
 
 def forget(data_dir: Path) -> None:
@@ -36,12 +37,31 @@ def forget(data_dir: Path) -> None:
 
 
 def adopt(data_dir: Path) -> list[str]:
-    """Set each of NAMES the environment lacks from up's file; the names set."""
+    """Set each of NAMES the environment lacks from up's file; the names set. Only a file
+    of this user's, readable by no one else, whose up still runs: the data dir may be a
+    directory someone else prepared (the default is relative to where the command runs)."""
+    target = path(data_dir)
     try:
-        urls = json.loads(path(data_dir).read_text())
+        st = target.stat()
+        urls = json.loads(target.read_text())
     except (OSError, ValueError):
+        return []
+    if st.st_uid != os.getuid() or st.st_mode & 0o077 or not isinstance(urls, dict) \
+            or not _running(urls.get("pid")):
         return []
     taken = [k for k in NAMES if not os.environ.get(k) and isinstance(urls.get(k), str)]
     for name in taken:
         os.environ[name] = urls[name]
     return taken
+
+
+def _running(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # there, another user's: the file's owner check above decides
+    return True

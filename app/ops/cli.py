@@ -18,6 +18,17 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 
+# SQLSTATE classes that mean the database could not be reached as configured: a connection
+# exception, a refused login, no such database, a server shutting down or starting. A
+# failure to connect at all carries none.
+_UNREACHABLE = ("08", "28", "3D", "57P")
+
+
+def _unreachable(error: BaseException) -> bool:
+    sqlstate = getattr(error, "sqlstate", None)
+    return sqlstate is None or sqlstate.startswith(_UNREACHABLE)
+
+
 class _Commands(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         import psycopg
@@ -26,12 +37,12 @@ class _Commands(click.Group):
         try:
             return super().invoke(ctx)
         except (psycopg.OperationalError, sqlalchemy.exc.OperationalError) as exc:
-            if isinstance(exc, psycopg.errors.QueryCanceled):
-                raise
+            cause = getattr(exc, "orig", None) or exc
+            if not _unreachable(cause):
+                raise  # a deadlock, a lock timeout, a full disk: its own traceback
             from tasks.settings import get_settings
 
-            cause = getattr(exc, "orig", None) or exc
-            why = (str(cause).strip().splitlines() or [type(cause).__name__])[-1]
+            why = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
             raise click.ClickException(
                 f"cannot reach the database ({why}). Set DATABASE_URL to your PostgreSQL, or "
                 "run this beside `switchyard up` with the same SWITCHYARD_DATA_DIR "

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import shutil
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -213,15 +215,27 @@ def _indexes() -> list[tuple[str, str]]:
 
 
 def _reachable(system: str, what: str, url: str) -> Check:
+    shown = _without_credentials(url)  # a private index's URL often carries a token
     try:
         with urllib.request.urlopen(url, timeout=5):
             pass
+    except urllib.error.HTTPError:
+        pass  # it answered (a 404 for a private index without that project)
     except Exception as exc:
-        return Check(system, what, False, f"{url} does not answer: {exc}",
+        why = str(exc).replace(url, shown)
+        return Check(system, what, False, f"{shown} does not answer: {why}",
                      "the coding agent sets up repositories' dependencies from it: allow the "
                      "machine to reach it, or set PIP_INDEX_URL / NPM_CONFIG_REGISTRY to a "
                      "mirror", required=False)
-    return Check(system, what, True, f"{url} answers")
+    return Check(system, what, True, f"{shown} answers")
+
+
+def _without_credentials(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=host))
 
 
 def _in_container() -> bool:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import click
 
@@ -33,6 +34,7 @@ def run_all(port: int) -> None:
     data_dir = get_settings().data_dir
     # The children (web, worker, beat) read the same, absolute, directory.
     os.environ["SWITCHYARD_DATA_DIR"] = str(data_dir)
+    beside_up.forget(data_dir)  # a killed up's file names services that are gone
     with contextlib.ExitStack() as stack:
         started: dict[str, str] = {}
         if not os.environ.get("DATABASE_URL"):
@@ -60,7 +62,7 @@ def run_all(port: int) -> None:
         get_settings.cache_clear()
         _report_machine()
         _prepare_database()
-        token = _local_token()
+        token = _local_token(data_dir)
         children = _start_children(port)
         stack.callback(_stop_children, children)
         url = f"http://127.0.0.1:{port}/"
@@ -89,13 +91,26 @@ def _prepare_database() -> None:
     upgrade()
 
 
-def _local_token() -> str:
+def _local_token(data_dir: Path) -> str:
+    """The local owner's token: the one this data dir's up made before, while it works (not
+    revoked), else a new one kept for the next start in a file only this user can read.
+    Every start used to make another token that never expires, and the browser signed in
+    with yesterday's had to sign in again to match the terminal."""
     from app.http.db import session_factory
-    from app.http.tokens import create_token
+    from app.http.tokens import create_token, owner_for_token
     from models.db import session_scope
 
+    kept = data_dir / "run" / "local-token"
+    with contextlib.suppress(OSError):
+        token = kept.read_text().strip()
+        if token and owner_for_token(token) is not None:
+            return token
     with pg.transaction(), session_scope(session_factory()) as session:
         _, token = create_token(session, "local")
+    kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    kept.unlink(missing_ok=True)
+    with os.fdopen(os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+        out.write(token + "\n")
     return token
 
 

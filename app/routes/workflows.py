@@ -14,32 +14,13 @@ from app.http import db
 from app.http.auth import current_owner
 from app.http.errors import ApiError, not_found
 from app.routes.body import parse_body
-from tasks.engine import registry
 from tasks.engine.enqueue import EnqueueRequest, enqueue
-from tasks.engine.errors import SwitchyardError
 from tasks.workflows import store
 from tasks.workflows.dag import RUNNING, StepState, step_status
+from tasks.workflows.job_types import job_type_problem, payload_problem
 from tasks.workflows.spec import WorkflowSpec, problems
 
 bp = Blueprint("workflows", __name__)
-
-
-def job_type_problem(name: str) -> str | None:
-    """None for a job type a client may run; else why not (unknown and internal alike)."""
-    try:
-        registry.get_public(name)
-    except SwitchyardError as exc:
-        return str(exc)
-    return None
-
-
-def payload_problem(name: str, payload: dict[str, Any]) -> str | None:
-    """None when the job type takes `payload` as a run would spawn it; else why not."""
-    try:
-        registry.get_public(name).parse(payload)
-    except SwitchyardError as exc:
-        return str(exc)
-    return None
 
 
 @bp.post("/api/projects/<pid>/workflows")

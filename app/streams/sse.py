@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import queue
-import select
 import socket
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -99,18 +98,18 @@ PROBE_SECONDS = 1.0
 
 def client_gone(environ: dict[str, Any]) -> Callable[[], bool]:
     """Whether the client of this request closed its connection: the socket gunicorn hands
-    the application reads as at its end (a peek, nothing consumed). Unknown (another server,
-    TLS in the process) reads as still there."""
+    the application reads as at its end (a peek that waits for nothing and consumes
+    nothing). Unknown (another server, TLS in the process) reads as still there. A client
+    that only shut its sending side reads as gone too: an EventSource never does."""
     sock = environ.get("gunicorn.socket")
     if sock is None:
         return lambda: False
 
     def gone() -> bool:
         try:
-            readable, _, _ = select.select([sock], [], [], 0)
-            return bool(readable) and sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+            return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
         except (BlockingIOError, InterruptedError, ValueError):
-            return False  # nothing to read, or a TLS socket (no peeking)
+            return False  # nothing to read now, or a TLS socket (no peeking)
         except OSError:
             return True  # reset by the peer, or closed
 

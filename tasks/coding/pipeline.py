@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.coding import (
+    branch_owner,
     environments,
     git,
     github,
@@ -35,7 +36,6 @@ from tasks.coding.tokens import require_for_pull_request, token_for
 from tasks.coding.workspace import workspace_for
 from tasks.engine import pg
 from tasks.engine.context import JobContext
-from tasks.engine.errors import PermanentError
 from tasks.services import artifacts
 from tasks.settings import get_settings
 
@@ -96,37 +96,11 @@ def clone(ctx: JobContext, checkout: Checkout, repo_url: str) -> dict[str, Any]:
     if checkout.source is None:
         checkout.source = git.check_source(repo_url, list(get_settings().local_repos))
     if checkout.source.local and checkout.branch is not None:
-        check_branch_owner(ctx.project_id, checkout.branch)
+        branch_owner.check(ctx.project_id, checkout.branch)
     checkout.token = token_for(ctx.project_id, checkout.source)
     checkout.base, checkout.synced = checkout.clone(), True
     return {"base": checkout.base, "branch": git.current_branch(checkout.ws.root),
             "source": {"url": checkout.source.url, "kind": checkout.source.kind}}
-
-
-# Whether the owner of project %(project)s has a job whose id lies in [lo, hi]: a range of
-# the primary key, the ids that start with the 8 hex digits a branch's name carries.
-OWNER_HAS_JOB_IN = """
-SELECT EXISTS (
-    SELECT 1 FROM agent_jobs j JOIN projects p ON p.id = j.project_id
-    WHERE j.id BETWEEN %(lo)s AND %(hi)s
-      AND p.owner_id = (SELECT owner_id FROM projects WHERE id = %(project)s))
-"""
-
-
-def check_branch_owner(project_id: Any, branch: str) -> None:
-    """A shared local repository (the operator's, any tenant may clone it) holds every
-    tenant's pushed branches: one the agent made is cloned only for the owner of the job it
-    was made for, else another tenant would work on (and read) that owner's code."""
-    prefix = git.made_for_job(branch)
-    if prefix is None:
-        return
-    mine = pg.fetch_value(OWNER_HAS_JOB_IN, {
-        "lo": f"{prefix}-0000-0000-0000-000000000000",
-        "hi": f"{prefix}-ffff-ffff-ffff-ffffffffffff", "project": str(project_id)})
-    if not mine:
-        raise PermanentError(f"branch {branch!r} was made by another owner's job: in a shared "
-                             "local repository, a branch the agent pushed is cloned only for "
-                             "its owner")
 
 
 def project_setup_commands(project_id: Any) -> tuple[str, ...]:
@@ -235,18 +209,26 @@ def build(agent: Agent, task: str, repo_map: str, report: str, plan: plans.Plan,
     return summaries
 
 
-def run_checks(agent: Agent, round_: int, baseline: list[dict[str, Any]] | None = None
-               ) -> dict[str, Any]:
+def run_checks(agent: Agent, round_: int, baseline: list[dict[str, Any]] | None = None,
+               set_aside: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The repository's checks, run in the sandbox; their results as the step's output.
-    Round 0 is the baseline, before any edit: what already failed is not the agent's doing."""
+    Round 0 is the baseline, before any edit: what already failed is not the agent's doing.
+
+    A check whose runner is not installed is set aside (not run, with the fix) at the
+    baseline; later, only if it was set aside then (`set_aside`, by name). What a check
+    prints is the repository's, and so the agent's, to write: a check that ran at the
+    baseline and now says its runner is missing (a planted pytest.py saying so) failed."""
     root = agent.checkout.ws.root
     results: list[dict[str, Any]] = []
     not_run: list[str] = []
+    aside: list[str] = []
     for check in verify.detect_commands(root):
         _clear_reports(root)
         ran = sandbox.run_command(root, check.command, agent.policy)
-        if why := verify.runner_missing(check, ran.exit_code, ran.output):
+        why = verify.runner_missing(check, ran.exit_code, ran.output)
+        if why and (round_ == 0 or check.name in set_aside):
             not_run.append(why)
+            aside.append(check.name)
             continue
         results.append({"name": check.name, "command": check.command,
                         "exit_code": ran.exit_code, "timed_out": ran.timed_out,
@@ -274,7 +256,7 @@ def run_checks(agent: Agent, round_: int, baseline: list[dict[str, Any]] | None 
                         "not_run": not_run})
     return {"ran": bool(results), "passed": judged.passed, "summary": summary,
             "results": results, "fixed": judged.fixed, "broken": judged.broken,
-            "failing": judged.failing, "not_run": not_run}
+            "failing": judged.failing, "not_run": not_run, "set_aside": aside}
 
 
 def _clear_reports(root: Path) -> None:
@@ -320,9 +302,10 @@ def verify_loop(agent: Agent, task: str, max_iterations: int,
     round_ = 0
     not_run: list[str] = []
     base_results = before["results"] if before and before["ran"] else None
+    set_aside = frozenset(before.get("set_aside", [])) if before else frozenset()
     for round_ in range(1, max_iterations + 1):
         checked = agent.step_in_checkout(f"verify:{round_}", run_checks, agent, round_,
-                                         base_results, leaves_traces=True)
+                                         base_results, set_aside, leaves_traces=True)
         not_run = checked.get("not_run", [])
         if checked["ran"]:
             passed, summary = checked["passed"], checked["summary"]
@@ -419,6 +402,8 @@ def pr_body(task: str, plan: plans.Plan, verification: Verification,
         verdict += ": reviewed by the model against the task"
     else:
         verdict = "the checks pass" if verification.tests_passed else "the checks still fail"
+        if verification.not_run:
+            verdict += "; not run: " + "; ".join(verification.not_run)
     if verification.baseline:
         verdict += (f"; {len(verification.baseline)} already failed before the change"
                     f" ({len(verification.fixed)} fixed, {len(verification.broken)} broken)")

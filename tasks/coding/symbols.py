@@ -178,7 +178,10 @@ def extract(source: bytes, language: str) -> FileSymbols:
         if (node.start_byte, node.end_byte) not in name_spans
     )
     comment = _LINE_COMMENT["#" if language in ("python", "ruby") else "//"]
-    return FileSymbols(_nest(source, sorted(found.values(), key=_order), comment), references)
+    # Rust's ' opens a lifetime (Cfg<'static>) as often as a character: no string there.
+    quotes = '"' if language == "rust" else "'\"`"
+    return FileSymbols(_nest(source, sorted(found.values(), key=_order), comment, quotes),
+                       references)
 
 
 def _order(item: tuple[ts.Node, ts.Node, ts.Node | None]) -> tuple[int, int, int]:
@@ -187,7 +190,7 @@ def _order(item: tuple[ts.Node, ts.Node, ts.Node | None]) -> tuple[int, int, int
 
 
 def _nest(source: bytes, items: list[tuple[ts.Node, ts.Node, ts.Node | None]],
-          comment: re.Pattern[str]) -> tuple[Definition, ...]:
+          comment: re.Pattern[str], quotes: str) -> tuple[Definition, ...]:
     definitions: list[Definition] = []
     enclosing: list[ts.Node] = []  # the definitions around the current one, outermost first
     for node, name, body in items:
@@ -197,7 +200,7 @@ def _nest(source: bytes, items: list[tuple[ts.Node, ts.Node, ts.Node | None]],
             continue  # a function's local helper: no part of the file's interface
         definitions.append(Definition(
             name=source[name.start_byte:name.end_byte].decode("utf-8", "replace"),
-            signature=signature(source, node, body, comment),
+            signature=signature(source, node, body, comment, quotes),
             line=node.start_point[0],
             depth=len(enclosing),
         ))
@@ -205,9 +208,10 @@ def _nest(source: bytes, items: list[tuple[ts.Node, ts.Node, ts.Node | None]],
     return tuple(definitions)
 
 
-def _block_start(line: str) -> int:
-    """Where the first `{` outside a string literal opens a block (a struct's, an object's),
-    or the line's length: `re.compile(r'-{2,}')` keeps its pattern whole."""
+def _block_start(line: str, quotes: str = "'\"`") -> int:
+    """Where the first `{` outside a string literal (opened by one of `quotes`) opens a
+    block (a struct's, an object's), or the line's length: `re.compile(r'-{2,}')` keeps
+    its pattern whole."""
     quote = ""
     escaped = False
     for at, char in enumerate(line):
@@ -218,7 +222,7 @@ def _block_start(line: str) -> int:
                 escaped = True
             elif char == quote:
                 quote = ""
-        elif char in "'\"`":
+        elif char in quotes:
             quote = char
         elif char == "{":
             return at
@@ -226,14 +230,14 @@ def _block_start(line: str) -> int:
 
 
 def signature(source: bytes, node: ts.Node, body: ts.Node | None,
-              comment: re.Pattern[str] = _LINE_COMMENT["#"]) -> str:
+              comment: re.Pattern[str] = _LINE_COMMENT["#"], quotes: str = "'\"`") -> str:
     """The definition's head on one line: its text up to the body, else its first line."""
     if body is not None and body.start_byte > node.start_byte:
         head = source[node.start_byte:body.start_byte].decode("utf-8", "replace")
     else:
         # No body node (a type, a constant, a declaration): its first line, up to any block.
         first = source[node.start_byte:node.end_byte].decode("utf-8", "replace").split("\n", 1)[0]
-        head = first[:_block_start(first)]
+        head = first[:_block_start(first, quotes)]
     text = head.strip()
     if "\n" in text or "  " in text or "\t" in text or text.startswith("@"):  # rare: skip if not
         text = _ANNOTATIONS.sub("", _WHITESPACE.sub(" ", comment.sub("", text)))

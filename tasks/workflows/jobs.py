@@ -12,15 +12,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tasks.engine import registry
 from tasks.engine.context import JobContext
-from tasks.engine.errors import PermanentError, SwitchyardError
+from tasks.engine.errors import PermanentError
 from tasks.engine.registry import JobType, register
 from tasks.settings import MAX_WORKFLOW_PARALLEL, get_settings
 from tasks.workflows import store, templates
 from tasks.workflows.dag import Node, StepState, context
 from tasks.workflows.driver import drive
 from tasks.workflows.errors import WorkflowError
+from tasks.workflows.job_types import payload_problem
 from tasks.workflows.spec import WorkflowSpec
 
 
@@ -46,10 +46,8 @@ def handle(ctx: JobContext, p: WorkflowRunPayload) -> dict[str, Any]:
     def resolve(node: Node, states: dict[str, StepState]) -> tuple[str, dict[str, Any]]:
         step = steps[node.name]
         payload = templates.render(step.payload, context(states, p.inputs))
-        try:
-            registry.get_public(step.job_type).parse(payload)
-        except SwitchyardError as exc:
-            raise WorkflowError(str(exc)) from None
+        if (why := payload_problem(step.job_type, payload)) is not None:
+            raise WorkflowError(why)
         return step.job_type, payload
 
     outcome = drive(ctx, nodes, resolve, key="run", inputs=p.inputs,

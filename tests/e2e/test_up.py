@@ -22,17 +22,9 @@ def test_up_prints_the_uis_address_that_signs_in_with_the_printed_token(tmp_path
     env = {k: v for k, v in os.environ.items()
            if k not in ("DATABASE_URL", "BROKER_URL", "SWITCHYARD_SMTP_HOST")}
     env["SWITCHYARD_DATA_DIR"] = str(tmp_path / "data")
-    log = tmp_path / "up.log"
     port = free_port()
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "app.ops.cli", "up", "--port", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+    proc, log = _start(env, port, tmp_path / "up.log")
     try:
-        deadline = time.monotonic() + 90
-        while not UP.search(log.read_text()) and time.monotonic() < deadline:
-            assert proc.poll() is None, log.read_text()
-            time.sleep(0.2)
         text = log.read_text()
         url, token = UP.search(text).group(1), TOKEN.search(text).group(1)  # type: ignore[union-attr]
 
@@ -58,20 +50,52 @@ def test_up_prints_the_uis_address_that_signs_in_with_the_printed_token(tmp_path
         jobs = _cli(env, "jobs")
         assert jobs.returncode == 0, jobs.stderr
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+        _stop(proc)
     assert proc.returncode == 0, log.read_text()[-3000:]
-    # up is gone: the same command says what to do, in one line, not with a traceback
-    gone = _cli(env, "token", "list")
+    # up is gone, and so is what it left for the commands beside it
+    assert not (tmp_path / "data" / "run" / "services.json").exists()
+    # a database that does not answer: one line saying what to do, not a traceback
+    gone = _cli({**env, "DATABASE_URL": "postgresql://postgres@127.0.0.1:9/switchyard"},
+                "token", "list")
     assert gone.returncode == 1
     said = gone.stderr.strip().splitlines()
     assert said[-1].startswith("Error: cannot reach the database"), gone.stderr
     assert "Traceback" not in gone.stderr
     assert "DATABASE_URL" in said[-1] and "switchyard up" in said[-1]
+
+    # Started again on the same data dir: the same token, still good (not one more each time)
+    again, log = _start(env, free_port(), tmp_path / "up-again.log")
+    try:
+        text = log.read_text()
+        assert TOKEN.search(text).group(1) == token  # type: ignore[union-attr]
+        listed = httpx.get(UP.search(text).group(1) + "api/projects",  # type: ignore[union-attr]
+                           headers={"Authorization": f"Bearer {token}"}, timeout=10)
+        assert listed.status_code == 200
+    finally:
+        _stop(again)
+
+
+def _start(env: dict[str, str], port: int, log: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """`switchyard up` in its own session, once it printed the UI's address."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "app.ops.cli", "up", "--port", str(port)],
+                                stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+    deadline = time.monotonic() + 90
+    while not UP.search(log.read_text()) and time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(log.read_text())
+        time.sleep(0.2)
+    return proc, log
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGINT)  # Ctrl-C
+    try:
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

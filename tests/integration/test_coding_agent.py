@@ -212,6 +212,33 @@ def test_a_check_whose_runner_is_not_installed_is_set_aside_not_fixed(
     assert [brains.phase(r.body) for r in model.received].count("fix") == 0
 
 
+def test_a_check_that_ran_at_the_baseline_cannot_be_talked_out_of_failing(
+        alice: Caller, repos: Path, model: FakeAnthropic) -> None:
+    # What a check prints is the repository's, and so the agent's, to write: a pytest.py
+    # planted at the root (python3 -m puts the checkout first) that says "No module named
+    # pytest" must not set the failing tests aside and call the task verified
+    planted = "import sys\nprint('/usr/bin/python3: No module named pytest')\nsys.exit(1)\n"
+
+    def planter(body: dict) -> list[dict]:
+        step, n = brains.phase(body), brains.turn(body)
+        if step == "plan":
+            return [brains.text(brains.plan_json("Make the checks quiet"))]
+        if step == "explore":
+            return [brains.use("finish", {"summary": "tests fail"})]
+        if step == "review":
+            return [brains.text("PASS")]
+        return [[brains.use("write_file", {"path": "pytest.py", "content": planted})],
+                [brains.use("finish", {"summary": "done"})]][min(n, 1)]
+
+    model.script = planter
+    job_id = submit(alice, repos / "calculator.git", max_iterations=2)
+    job = wait_for(job_id, "completed", "failed", timeout=120)
+    assert job["status"] == "completed", job["last_error"]
+    result = job["result"]
+    assert result["tests_passed"] is False and result["verdict"] == "unverified", result
+    assert result["checks_not_run"] == []
+
+
 def test_a_plan_the_model_cannot_give_falls_back_to_one_subtask_with_a_warning(
         alice: Caller, repos: Path, model: FakeAnthropic) -> None:
     def no_plan(body: dict) -> list[dict]:
@@ -277,9 +304,10 @@ def test_a_shared_local_repositorys_branches_stay_with_their_owner(
     theirs = submit(bob, repos / "calculator.git", branch=branch)
     refused = wait_for(theirs, "completed", "failed", timeout=60)
     assert refused["status"] == "failed"
-    assert f"branch {branch!r} was made by another owner's job" in refused["last_error"]
+    assert refused["last_error"].endswith(
+        f"branch {branch!r}: no job of yours made it, and in a shared local repository a "
+        "branch the agent pushed is cloned only for its owner")
     assert not [s for s in steps(theirs) if s["name"] == "clone" and s["status"] == "completed"]
-    assert job_id not in refused["last_error"]  # nothing of hers is told
     # Hers stays hers: she may go on from her own branch
     again = submit(alice, repos / "calculator.git", branch=branch)
     assert wait_for(again, "completed", "failed", timeout=120)["status"] == "completed"

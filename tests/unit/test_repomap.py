@@ -252,6 +252,8 @@ SIGNATURES = [
     pytest.param("rust", "pub struct P { x: i32 }\nimpl P {\n    pub fn new(x: i32) -> Self {"
                  " P { x } }\n}\n", ["pub struct P", "impl P", "  pub fn new(x: i32) -> Self"],
                  id="rust"),
+    pytest.param("rust", "pub const D: Cfg<'static> = Cfg { name: \"{x}\" };\n",
+                 ["pub const D: Cfg<'static> = Cfg"], id="rust, a lifetime is no quote"),
     pytest.param("java", "public class Foo {\n  @Override\n  public String toString() {"
                  " return \"\"; }\n}\n", ["public class Foo", "  public String toString()"],
                  id="java, annotation dropped"),

@@ -337,16 +337,22 @@ def test_nothing_to_commit_and_a_branch_someone_else_moved_are_refused(tmp_path,
         assert sh("--git-dir", str(remote), "rev-parse", branch) == theirs
 
 
+def push_a_commit(remote: Path, work: Path, branch: str, name: str) -> str:
+    """One commit adding file `name` on top of the remote's default branch, pushed to
+    `branch`, by a clone in `work`; the commit."""
+    sh("clone", "-q", str(remote), str(work))
+    (work / name).write_text(f"{name}\n")
+    sh("add", "-A", cwd=work)
+    sh("commit", "-qm", name, cwd=work)
+    sh("push", "-q", "origin", f"HEAD:refs/heads/{branch}", cwd=work)
+    return sh("rev-parse", "HEAD", cwd=work)
+
+
 def test_clone_of_a_branch_and_of_a_missing_branch(tmp_path, roots, remote):
     source = git.check_source(str(remote), [roots])
-    work = tmp_path / "w"
-    sh("clone", "-q", str(remote), str(work))
-    (work / "feature.txt").write_text("f\n")
-    sh("add", "-A", cwd=work)
-    sh("commit", "-qm", "feature", cwd=work)
-    sh("push", "-q", "origin", "HEAD:refs/heads/feature/x", cwd=work)
+    pushed = push_a_commit(remote, tmp_path / "w", "feature/x", "feature.txt")
     head = git.clone(source, tmp_path / "ws", branch="feature/x")
-    assert head == sh("rev-parse", "HEAD", cwd=work)
+    assert head == pushed
     assert (tmp_path / "ws" / "feature.txt").exists()
     with pytest.raises(PermanentError, match="not found"):
         git.clone(source, tmp_path / "ws2", branch="nope")
@@ -359,13 +365,7 @@ def test_a_local_clone_holds_only_the_branch_it_was_asked_for(tmp_path, roots, r
     # A local repository is shared by every tenant: a clone of main must not carry another
     # tenant's pushed branch, neither as a ref nor as objects
     source = git.check_source(str(remote), [roots])
-    work = tmp_path / "w"
-    sh("clone", "-q", str(remote), str(work))
-    (work / "theirs.txt").write_text("someone else's work\n")
-    sh("add", "-A", cwd=work)
-    sh("commit", "-qm", "theirs", cwd=work)
-    theirs = sh("rev-parse", "HEAD", cwd=work)
-    sh("push", "-q", "origin", "HEAD:refs/heads/switchyard/0badc0de-theirs", cwd=work)
+    theirs = push_a_commit(remote, tmp_path / "w", "switchyard/0badc0de-theirs", "theirs.txt")
     git.clone(source, tmp_path / "ws")
     repo = str(git.git_dir(tmp_path / "ws"))
     refs = sh("--git-dir", repo, "for-each-ref", "--format=%(refname)")

@@ -332,9 +332,11 @@ def _startup_paths(json_body: tuple[int, ...]) -> dict[str, Any]:
                 "schema": typed("string", pattern=NO_NUL)}
     return {
         "/api/projects/{pid}/launch": {"post": _op(
-            "launch", "Generate the project's next packet (phase0.generate_packet).",
-            {202: _json("Enqueued.", "JobStarted")}, (*json_body, 404), params=[PID],
-            body="LaunchBody")},
+            "launch", "Generate the idea packet of a project still at idea "
+            "(phase0.generate_packet); a project past idea is 409 `already_launched`.",
+            {202: _json("Enqueued.", "Launched"),
+             200: _json("A launch already on its way (asked at once): that job.", "Launched")},
+            (*json_body, 404, 409), params=[PID], body="LaunchBody")},
         "/api/projects/{pid}/chat": {
             "get": _op("list_chat", "The project's chat, newest first, a page at a time.",
                        {200: _json("A page; `next` is the `before` of the next older page.",

@@ -151,6 +151,12 @@ class JobStarted(Response):
     status_url: str
 
 
+class Launched(Response):
+    job_id: uuid.UUID
+    created: bool  # false: a launch already on its way (asked at once) answers
+    status_url: str
+
+
 class Schedule(Response):
     project_id: uuid.UUID
     project_name: str
@@ -567,7 +573,7 @@ class FunctionRunList(Response):
 RESPONSE_MODELS: dict[str, type[Response]] = {model.__name__: model for model in (
     Error, Project, ProjectList, JobAccepted, JobBatchResult, JobSummary, Job, Step, JobPage,
     JobList,
-    Diagnosis, QueueStats, Workers, RetryBatch, JobStarted, JobRerunCreated, Schedule,
+    Diagnosis, QueueStats, Workers, RetryBatch, JobStarted, Launched, JobRerunCreated, Schedule,
     ScheduleList, ChatPosted,
     ChatList, Approval,
     ApprovalList, Enqueued, SecretList, MemoryList, Effect, EffectList, PacketList, LlmUsage,

@@ -170,14 +170,14 @@ class ProjectSettings(Strict):
 
 
 class ProjectCreate(Strict):
-    name: Text = Field(min_length=1, max_length=200)
+    name: Text = Field(min_length=1, max_length=200, pattern=r"\S")  # not blank
     goal: Text | None = Field(default=None, max_length=10_000)
     night_shift: bool = False
     settings: ProjectSettings | None = None
 
 
 class ProjectUpdate(Strict):
-    name: Text | None = Field(default=None, min_length=1, max_length=200)
+    name: Text | None = Field(default=None, min_length=1, max_length=200, pattern=r"\S")
     goal: Text | None = Field(default=None, max_length=10_000)
     night_shift: bool | None = None
     settings: ProjectSettings | None = None

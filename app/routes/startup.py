@@ -18,10 +18,9 @@ from app.http.auth import current_owner
 from app.http.errors import ApiError, not_found, validation_error
 from app.routes.body import parse_body
 from models import AgentMemory, Approval, ChatMessage, Project
-from tasks.engine.enqueue import EnqueueRequest, enqueue
 from tasks.services import approvals
 from tasks.settings import get_settings
-from tasks.startup import chat
+from tasks.startup import chat, phases
 from tasks.startup.schedules import DAILY, enqueue_scheduled
 
 bp = Blueprint("startup", __name__)
@@ -33,7 +32,7 @@ class LaunchBody(Strict):
 
 
 class ChatBody(Strict):
-    message: Text = Field(min_length=1, max_length=20_000)
+    message: Text = Field(min_length=1, max_length=20_000, pattern=r"\S")  # not blank
 
 
 class DecisionBody(Strict):
@@ -49,11 +48,12 @@ def _project(pid: str) -> Project:
 def launch(pid: str):
     project = _project(pid)
     body = parse_body(LaunchBody)
-    job = enqueue(EnqueueRequest(project.id, "phase0.generate_packet", {
+    job = phases.launch(project.id, project.phase, {
         "phase": 0, "revision_guidance": body.revision_guidance,
-        "force_new_approval": body.force_new_approval}))
-    return jsonify({"job_id": str(job.job_id),
-                    "status_url": url_for("jobs.get_job", jid=str(job.job_id))}), 202
+        "force_new_approval": body.force_new_approval})
+    return jsonify({"job_id": str(job.job_id), "created": job.created,
+                    "status_url": url_for("jobs.get_job", jid=str(job.job_id))}), \
+        202 if job.created else 200
 
 
 @bp.post("/api/projects/<pid>/chat")
@@ -132,7 +132,10 @@ def decide(aid: str):
 def nightshift_run():
     secret = get_settings().cron_secret
     given = request.headers.get("X-Cron-Secret", "")
-    if not secret or not hmac.compare_digest(given.encode(), secret.encode()):
+    if not secret:
+        raise ApiError(401, "unauthorized", "the night-shift route is off: set "
+                       "SWITCHYARD_CRON_SECRET on the server, and send it as X-Cron-Secret")
+    if not hmac.compare_digest(given.encode(), secret.encode()):
         raise ApiError(401, "unauthorized", "missing or wrong X-Cron-Secret")
     return jsonify({"enqueued": enqueue_scheduled(DAILY)}), 202
 

@@ -10,6 +10,10 @@ export async function loadProject() {
   title(`${p.name} · Switchyard`);
   $("#p-name").textContent = p.name;
   $("#p-goal").textContent = p.goal || "";
+  // Launch makes the idea packet: a project past idea moves on through its inbox (a 409).
+  const launched = (p.phase || "idea") !== "idea";
+  $("#launch").disabled = launched;
+  $("#launch").title = launched ? `Launched: the project is in its ${p.phase} phase` : "";
   fill($("#p-meta"), h("span", { class: "badge" }, p.phase || "idea"),
     p.night_shift ? h("span", { class: "badge s-waiting" }, "night shift") : null,
     h("span", { class: "muted" }, "created "), time(p.created_at));

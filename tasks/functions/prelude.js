@@ -125,16 +125,33 @@
     create: (request) => call("openai.chat", request === undefined ? null : request),
   }) }) });
 
-  // console.* as log events (each a recorded call, like tools.log).
+  // console.* as log events (each a recorded call, like tools.log). An Error shows its
+  // name and message (JSON.stringify makes "{}" of it). A run keeps its first CONSOLE_LINES
+  // lines, then one note of how many more: logging in a loop, as models write it, must not
+  // use up the run's tool calls and fail it (the count is the same on a replay).
+  const CONSOLE_LINES = 100;
+  let consoleLines = 0;
   function shown(v) {
     if (typeof v === "string") return v;
+    if (v instanceof Error) return `${v.name}: ${v.message}`;
     try { const s = stringify(v); if (typeof s === "string") return s; } catch (_) { /**/ }
     return String(v);
   }
   function logAt(level) {
     return function (...args) {
-      callSync("log", { message: args.map(shown).join(" "), data: null, level });
+      consoleLines += 1;
+      if (consoleLines <= CONSOLE_LINES) {
+        callSync("log", { message: args.map(shown).join(" "), data: null, level });
+      }
     };
+  }
+  // Called once the run's code has returned or thrown: the lines it did not keep.
+  function consoleDropped() {
+    const more = consoleLines - CONSOLE_LINES;
+    if (more > 0) {
+      callSync("log", { message: `… ${more} more console lines not recorded (at most ` +
+                                 `${CONSOLE_LINES} a run)`, data: null, level: "warn" });
+    }
   }
   const console = freeze({ log: logAt("info"), info: logAt("info"), debug: logAt("debug"),
                            warn: logAt("warn"), error: logAt("error") });
@@ -198,6 +215,7 @@
   function report(kind, payload, stack) {
     if (reported) return;
     reported = true;
+    try { consoleDropped(); } catch (_) { /* the run ends anyway: its outcome is what counts */ }
     done(flat(kind), flat(payload), flat(stack));
   }
   let outputLimit = Infinity;

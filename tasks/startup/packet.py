@@ -11,7 +11,14 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tasks.engine.errors import PermanentError
 
@@ -25,12 +32,25 @@ REQUIRED_ARGS: dict[str, tuple[str, ...]] = {
 }
 
 
+TITLE_MAX = 200
+
+
+def _clipped(value: Any) -> Any:
+    """A title past TITLE_MAX cut to it, ending in "…": a title is shown, never parsed, and a
+    project named at the name's own limit made every packet's title too long for good."""
+    if isinstance(value, str) and len(value) > TITLE_MAX:
+        return value[:TITLE_MAX - 1].rstrip() + "…"
+    return value
+
+
 class PacketAction(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: ActionType
-    title: str = Field(min_length=1, max_length=200)
+    title: str = Field(min_length=1, max_length=TITLE_MAX)
     args: dict[str, Any] = Field(default_factory=dict)
+
+    _clip_title = field_validator("title", mode="before")(_clipped)
 
     @model_validator(mode="after")
     def _has_required_args(self) -> PacketAction:
@@ -44,10 +64,12 @@ class Packet(BaseModel):
     # Models add commentary fields now and then; dropping them beats failing the job.
     model_config = ConfigDict(extra="ignore")
 
-    title: str = Field(min_length=1, max_length=200)
+    title: str = Field(min_length=1, max_length=TITLE_MAX)
     summary: str = Field(min_length=1, max_length=4000)
     insights: list[str] = Field(default_factory=list, max_length=20)
     actions: list[PacketAction] = Field(default_factory=list, max_length=10)
+
+    _clip_title = field_validator("title", mode="before")(_clipped)
 
 
 def parse_packet(text: str) -> Packet:

@@ -11,7 +11,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tasks.engine.enqueue import EnqueueRequest
+from tasks.engine import pg
+from tasks.engine.enqueue import Enqueued, EnqueueRequest, enqueue
+from tasks.engine.errors import SwitchyardError
+from tasks.engine.status import TERMINAL, sql_list
 from tasks.services import approvals
 
 PHASES = ("idea", "validation", "build", "launch", "growth")
@@ -50,3 +53,37 @@ def next_packet(project_id: uuid.UUID | str, args: dict[str, Any]) -> EnqueueReq
     to = int(args["to"])
     return EnqueueRequest(project_id=project_id, job_type="phase.generate_packet",
                           payload={"phase": to}, idempotency_key=f"phasegen:{project_id}:{to}")
+
+
+class AlreadyLaunched(SwitchyardError):
+    """Launch makes a project's idea packet; a project past its idea phase was launched.
+    Launched again, its idea packet put the phase back to idea beside the pending advance
+    of the phase it was in, and approving the stale advance answered with the old job."""
+
+    http_status, code = 409, "already_launched"
+
+    def __init__(self, phase: str) -> None:
+        super().__init__(f"the project is in its {phase} phase: launch makes the idea packet "
+                         "of a project still at idea; move on through the pending phase "
+                         "advance in the inbox")
+        self.phase = phase
+
+    def details(self) -> dict[str, Any]:
+        return {"phase": self.phase}
+
+
+# The project's newest ended launch: a launch is keyed after it, so launches asked at once
+# (a double click) make one job, and one asked after the last ended makes a new one.
+_LAST_LAUNCH = f"""
+SELECT (SELECT id FROM agent_jobs WHERE project_id = %s AND job_type = 'phase0.generate_packet'
+        AND status IN {sql_list(TERMINAL)} ORDER BY created_at DESC LIMIT 1)
+"""
+
+
+def launch(project_id: uuid.UUID, phase: str, payload: dict[str, Any]) -> Enqueued:
+    """The project's idea packet job: a new one, or the one already on its way."""
+    if phase != PHASES[0]:
+        raise AlreadyLaunched(phase)
+    last = pg.fetch_value(_LAST_LAUNCH, (str(project_id),))
+    return enqueue(EnqueueRequest(project_id, "phase0.generate_packet", payload,
+                                  idempotency_key=f"launch:{project_id}:after:{last or 'none'}"))

@@ -455,3 +455,24 @@ def test_a_table_of_its_own_naming_works_as_supabase_js_code_expects(worker, pro
     stranger = other_project()
     save(stranger, "peek", "return (await supabase.from('leads').select()).data;")
     assert run(stranger, "peek")["result"]["output"] == []
+
+
+def test_console_logging_the_way_models_write_it(worker, project) -> None:
+    # An Error logged shows its message (JSON.stringify gave "{}"), and a log line in a long
+    # loop does not use up the run's tool calls: past the lines a run keeps, one note says
+    # how many more there were, and the run goes on
+    save(project, "chatty", """
+      try { JSON.parse("{"); } catch (e) { console.error("failed", e); }
+      for (let i = 0; i < 300; i++) console.log("line", i);
+      return "ok";
+    """)
+    job = run(project, "chatty")
+    assert job["status"] == "completed", job["last_error"]
+    assert job["result"]["output"] == "ok"
+    logs = [e["message"] for e in events(job["id"]) if e["type"] == "log"]
+    assert logs[0].startswith("failed SyntaxError: "), logs[0]
+    assert logs[1] == "line 0"
+    kept = [m for m in logs if m.startswith("line ")]
+    assert 50 <= len(kept) < 300
+    assert logs[-1] == f"… {300 - len(kept)} more console lines not recorded (at most " \
+                       f"{len(kept) + 1} a run)"

@@ -219,6 +219,32 @@ def test_a_project_walks_from_idea_to_growth_one_approved_advance_at_a_time(work
     assert len(jobs_of("phase.generate_packet")) == len(PHASES) - 1
 
 
+def test_a_launch_asked_at_once_is_one_job_and_a_launched_project_is_not_launched_again(
+        worker, founder):
+    url = f"/api/projects/{founder.project}/launch"
+    # A double click (three at once): one job, the others answered with it
+    with ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(lambda _: founder.post(url, {}), range(3)))
+    assert sorted(a.status_code for a in answers) == [200, 200, 202]
+    (job_id,) = {a.get_json()["job_id"] for a in answers}
+    assert wait_for(job_id, timeout=30)["status"] == "completed"
+    # Once it moved on, launching again would put it back to idea beside the advance it waits
+    # for (and the stale advance, approved, answered with the old job): refused
+    [advance] = [a for a in pending_inbox(founder) if a["action_type"] == "phase_advance"]
+    r = founder.post(f"/api/inbox/{advance['id']}/decision",
+                     {"decision": "approved", "version": advance["version"]})
+    assert r.status_code == 200, r.get_json()
+    wait_until(lambda: project_phase(founder.project) == "validation", timeout=30,
+               what="the validation packet")
+    launches = len(jobs_of("phase0.generate_packet"))
+    r = founder.post(url, {})
+    assert r.status_code == 409, r.get_json()
+    assert r.get_json()["error"]["code"] == "already_launched"
+    assert r.get_json()["error"]["details"] == {"phase": "validation"}
+    assert project_phase(founder.project) == "validation"
+    assert len(jobs_of("phase0.generate_packet")) == launches
+
+
 def project_phase(project: str) -> str:
     return str(pg.fetch_value("SELECT phase FROM projects WHERE id = %s", (project,)))
 
@@ -323,6 +349,7 @@ def test_the_cron_route_is_closed_while_no_secret_is_configured(founder, monkeyp
     r = founder.post("/api/nightshift/run", headers={"X-Cron-Secret": ""})
 
     assert r.status_code == 401, r.get_json()
+    assert "SWITCHYARD_CRON_SECRET" in r.get_json()["error"]["message"]  # off, and how to
     assert tuple_row("SELECT count(*) FROM agent_jobs")[0] == 0
 
 

@@ -24,6 +24,7 @@ from app.http.tokens import create_token
 from models.db import session_scope
 from tasks.engine import pg
 from tests.e2e.procs import Proc, Procs
+from tests.e2e.test_streams import tenant
 
 pytestmark = pytest.mark.e2e
 
@@ -53,11 +54,7 @@ def web(procs: Procs) -> Iterator[Web]:
     proc, base = procs.web(threads=16, env={
         "SWITCHYARD_STREAMS_PER_TOKEN": str(CAP), "SWITCHYARD_STREAM_MAX_SECONDS": str(LIFETIME),
         "SWITCHYARD_SSE_KEEPALIVE_SECONDS": "0.5"})
-    with session_scope(session_factory()) as s:
-        owner_id, token = create_token(s, "mallory")
-    project = str(uuid.uuid4())
-    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'limits')",
-               (project, owner_id))
+    token, project = tenant("mallory", "limits")
     yield Web(base, token, project, proc)
 
 

@@ -81,12 +81,18 @@ def web(procs: Procs) -> Iterator[Web]:
                                 "SWITCHYARD_STREAMS_PER_TOKEN": "1000",
                                 "SWITCHYARD_STREAMS_PER_PROCESS": "140",
                                 "SWITCHYARD_METRICS_TOKEN": METRICS_TOKEN})
-    with session_scope(session_factory()) as s:
-        owner_id, token = create_token(s, "alice")
-    project = str(uuid.uuid4())
-    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'streams')",
-               (project, owner_id))
+    token, project = tenant("alice", "streams")
     yield Web(base, token, project, proc)
+
+
+def tenant(owner: str, project_name: str) -> tuple[str, str]:
+    """A new owner's token and a project of theirs."""
+    with session_scope(session_factory()) as s:
+        owner_id, token = create_token(s, owner)
+    project = str(uuid.uuid4())
+    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, %s)",
+               (project, owner_id, project_name))
+    return token, project
 
 
 # --- the truth: the event log -----------------------------------------------------------------
@@ -542,11 +548,7 @@ def test_a_stream_the_client_left_gives_its_slot_back_within_seconds(procs: Proc
     # a client that reconnected was refused for that long
     _, base = procs.web(threads=16, env={"SWITCHYARD_SSE_KEEPALIVE_SECONDS": "30",
                                          "SWITCHYARD_STREAMS_PER_TOKEN": "3"})
-    with session_scope(session_factory()) as s:
-        owner_id, token = create_token(s, "carol")
-    project = str(uuid.uuid4())
-    pg.execute("INSERT INTO projects (id, owner_id, name) VALUES (%s, %s, 'slots')",
-               (project, owner_id))
+    token, project = tenant("carol", "slots")
     host, port = base.removeprefix("http://").split(":")
     request = (f"GET /api/projects/{project}/events?tail=0 HTTP/1.1\r\nHost: x\r\n"
                f"Authorization: Bearer {token}\r\n\r\n").encode()

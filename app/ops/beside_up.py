@@ -14,6 +14,8 @@ import json
 import os
 from pathlib import Path
 
+from tasks.services.private_files import write_private
+
 NAMES = ("DATABASE_URL", "BROKER_URL")
 
 
@@ -24,12 +26,8 @@ def path(data_dir: Path) -> Path:
 def record(data_dir: Path, urls: dict[str, str]) -> None:
     """Leave `urls` (those of NAMES up started itself) for the commands beside it, with up's
     pid: a file left by an up that was killed names services that are gone."""
-    target = path(data_dir)
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    target.unlink(missing_ok=True)
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump({"pid": os.getpid(), **{k: v for k, v in urls.items() if k in NAMES}}, out)
+    write_private(path(data_dir), json.dumps(
+        {"pid": os.getpid(), **{k: v for k, v in urls.items() if k in NAMES}}))
 
 
 def forget(data_dir: Path) -> None:

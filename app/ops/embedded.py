@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
+from tasks.services.private_files import write_private
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -65,11 +67,8 @@ def embedded_redis(data_dir: Path, port: int | None = None) -> Iterator[str]:
     port = port or free_port()
     password = secrets.token_urlsafe(32)
     config = data_dir / f"redis-{port}.conf"
-    config.unlink(missing_ok=True)
-    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(f"port {port}\nbind 127.0.0.1\nrequirepass {password}\nsave \"\"\n"
-                  f"appendonly no\ndir \"{data_dir.resolve()}\"\n")
+    write_private(config, f"port {port}\nbind 127.0.0.1\nrequirepass {password}\nsave \"\"\n"
+                          f"appendonly no\ndir \"{data_dir.resolve()}\"\n")
     # A session of its own: Ctrl-C at `switchyard up`'s terminal signals the whole foreground
     # process group, and Redis must outlive the workers' clean shutdown (up stops it last).
     proc = subprocess.Popen(

@@ -25,6 +25,7 @@ from app.ops.commands import beat_command, web_command, worker_command
 from app.ops.embedded import embedded_postgres, embedded_redis, embedded_smtp
 from tasks.engine import pg
 from tasks.engine.queues import QUEUES
+from tasks.services.private_files import write_private
 from tasks.settings import get_settings
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -107,10 +108,7 @@ def _local_token(data_dir: Path) -> str:
             return token
     with pg.transaction(), session_scope(session_factory()) as session:
         _, token = create_token(session, "local")
-    kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    kept.unlink(missing_ok=True)
-    with os.fdopen(os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
-        out.write(token + "\n")
+    write_private(kept, token + "\n")
     return token
 
 

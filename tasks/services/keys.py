@@ -10,13 +10,13 @@ signer never holds the key that seals project secrets.
 from __future__ import annotations
 
 import hashlib
-import os
 import secrets
 from pathlib import Path
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from tasks.services.private_files import write_private
 from tasks.settings import Settings
 
 SECRET_FILE = "web-secret-key"  # the name predates the keystore: kept so old data dirs work
@@ -27,17 +27,8 @@ def master_key(settings: Settings) -> str:
         return settings.secret_key
     path = Path(settings.data_dir) / SECRET_FILE
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{SECRET_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(48))
-        try:
-            os.link(tmp, path)  # atomic, and never replaces a key another process made first
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink()
+        # Web and workers may start at once: the first key made is the one all keep.
+        write_private(path, secrets.token_urlsafe(48), replace=False)
     return path.read_text().strip()
 
 

@@ -1,0 +1,50 @@
+import os
+import stat
+from pathlib import Path
+
+from tasks.services.private_files import write_private
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_the_file_is_this_users_alone_whatever_the_umask(tmp_path):
+    old = os.umask(0)
+    try:
+        target = tmp_path / "run" / "local-token"
+        assert write_private(target, "tok\n")
+    finally:
+        os.umask(old)
+    assert target.read_text() == "tok\n"
+    assert _mode(target) == 0o600
+    assert _mode(target.parent) == 0o700
+    assert os.listdir(target.parent) == ["local-token"]  # no temporary file left behind
+
+
+def test_a_wider_file_already_there_is_replaced_not_rewritten_in_place(tmp_path):
+    target = tmp_path / "services.json"
+    target.write_text("old")
+    target.chmod(0o644)
+    assert write_private(target, "new")
+    assert target.read_text() == "new"
+    assert _mode(target) == 0o600
+
+
+def test_a_link_planted_at_the_name_is_replaced_and_its_target_untouched(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    target = tmp_path / "redis.conf"
+    target.symlink_to(victim)
+    assert write_private(target, "requirepass x\n")
+    assert not target.is_symlink()
+    assert victim.read_text() == "keep me"
+    assert target.read_text() == "requirepass x\n"
+
+
+def test_without_replace_the_first_writer_wins(tmp_path):
+    target = tmp_path / "web-secret-key"
+    assert write_private(target, "first", replace=False)
+    assert not write_private(target, "second", replace=False)
+    assert target.read_text() == "first"
+    assert os.listdir(tmp_path) == ["web-secret-key"]

@@ -19,7 +19,7 @@ from tasks.services.llm import get_client
 from tasks.services.llm.flow import call_llm
 from tasks.services.llm.types import LLMRequest
 from tasks.services.memory import write_memory
-from tasks.startup import phases
+from tasks.startup import phases, proposals
 from tasks.startup.projects import project_context
 
 
@@ -37,7 +37,8 @@ def _pending_approvals(project_id: uuid.UUID) -> int:
 def _derive(ctx: JobContext, context: dict[str, Any]) -> list[dict[str, Any]]:
     req = LLMRequest(purpose="nightshift", context=context,
                      system="You run the night shift of a startup operating system. Propose the "
-                            "next concrete actions as a JSON list of {type, title, args}.",
+                            "next concrete actions as a JSON list of {type, title, args}. "
+                            + proposals.prompt(context),
                      messages=[{"role": "user", "content": json.dumps(context["latest_packet"])}])
     text = call_llm(get_client(), req, project_id=ctx.project_id, job_id=ctx.job_id,
                     step_seq=ctx.current_step).text
@@ -67,7 +68,9 @@ def handle(ctx: JobContext, p: NightshiftPayload) -> dict[str, Any]:
     if not context["latest_packet"]:
         ctx.emit("log", "night shift skipped: no packet yet", {"summary": True, "skipped": True})
         return {"skipped": True, "reason": "no packet"}
-    actions = ctx.step("derive-actions", _derive, ctx, context)
+    actions, aside = proposals.within(ctx.step("derive-actions", _derive, ctx, context), context)
+    if aside:
+        ctx.emit("log", proposals.log_line(aside), {"set_aside": aside})
     approvals = ctx.step("queue-approvals", _queue, ctx.project_id, ctx.job_id, actions)
     ctx.step("write-memory", write_memory, ctx.project_id, "learning", f"nightshift-{p.date}",
              f"{len(actions)} action(s) proposed", job_id=ctx.job_id, step="write-memory")

@@ -18,7 +18,7 @@ from tasks.services.llm import get_client
 from tasks.services.llm.flow import call_llm
 from tasks.services.llm.types import LLMRequest
 from tasks.services.memory import write_memory
-from tasks.startup import phases
+from tasks.startup import phases, proposals
 from tasks.startup.packet import parse_packet
 from tasks.startup.projects import project_context
 
@@ -49,7 +49,8 @@ def _research(ctx: JobContext, context: dict[str, Any], p: PacketPayload) -> str
 
 def _synthesize(ctx: JobContext, context: dict[str, Any], research: str, p: PacketPayload) -> dict:
     ask = ("Write the phase packet as JSON with title, summary, insights and actions "
-           f"(each action: type, title, args).\nResearch notes:\n{research}")
+           f"(each action: type, title, args). {proposals.prompt(context)}\n"
+           f"Research notes:\n{research}")
     req = LLMRequest(purpose="packet", system=SYSTEM,
                      context=context | {"phase": phases.name(p.phase)},
                      messages=[{"role": "user", "content": ask}], max_tokens=2048)
@@ -84,6 +85,9 @@ def handle(ctx: JobContext, p: PacketPayload) -> dict[str, Any]:
     context = ctx.step("load-context", project_context, ctx.project_id)
     research = ctx.step("research", _research, ctx, context, p)
     packet = ctx.step("synthesize", _synthesize, ctx, context, research, p)
+    actions, aside = proposals.within(packet["actions"], context)
+    if aside:  # pure, between checkpointed steps: a replay sets the same ones aside
+        packet = packet | {"actions": actions, "set_aside": aside}
     packet_id = ctx.step("store-packet", _store_packet, ctx.project_id, ctx.job_id, p.phase,
                          packet)
     approvals = ctx.step("create-approvals", _create_approvals, ctx.project_id, ctx.job_id,
@@ -93,6 +97,8 @@ def handle(ctx: JobContext, p: PacketPayload) -> dict[str, Any]:
              f"{packet['title']}: {packet['summary']}", job_id=ctx.job_id, step="write-memory")
     ctx.log(f"packet ready with {len(approvals)} action(s) awaiting approval",
             packet_id=packet_id, approvals=approvals)
+    if aside:
+        ctx.log(proposals.log_line(aside), set_aside=aside)
     return {"packet_id": packet_id, "approval_ids": approvals}
 
 

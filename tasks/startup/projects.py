@@ -7,6 +7,7 @@ from typing import Any
 
 from tasks.engine import pg
 from tasks.engine.errors import PermanentError
+from tasks.services.effects import policy
 from tasks.services.memory import format_memory_for_prompt, load_memory
 
 
@@ -27,6 +28,8 @@ def project_context(project_id: uuid.UUID | str) -> dict[str, Any]:
         "contact_email": settings.get("contact_email"),
         "deploy_hook_url": settings.get("deploy_hook_url"),
         "github_repo": settings.get("github_repo"),
+        # Kinds of effect the project may not perform, and why: not proposed (proposals.py).
+        "actions_refused": policy.refusals(settings, policy.operator()),
         "memory": [{"category": m.category, "key": m.key, "content": m.content} for m in memory],
         "memory_prompt": format_memory_for_prompt(memory),
         "latest_packet": packet["content"] if packet else None,

@@ -56,6 +56,7 @@ class _Facts:
         self.contact = ctx.get("contact_email")
         self.deploy_hook_url = ctx.get("deploy_hook_url")
         self.github_repo = ctx.get("github_repo")
+        self.refused = set(ctx.get("actions_refused") or ())
         self.ad_budget = float(ctx.get("ad_daily_budget_usd") or 10)
         self.message_count = len(req.messages)
         self.topic = str(ctx.get("topic") or self.goal)
@@ -99,8 +100,9 @@ def _packet(f: _Facts) -> str:
 
 
 def _actions(f: _Facts) -> list[dict[str, Any]]:
-    """Only actions the project can carry out: each needs its own contact, URL or repo; what
-    they say, and whether money is spent, follows the phase."""
+    """Only actions the project can carry out: each needs its own contact, URL or repo, and a
+    kind its settings allow (a model is told which it may not propose); what they say, and
+    whether money is spent, follows the phase."""
     actions = []
     if f.contact:
         actions.append(_action("email", f"Send the {f.phase} update", args={
@@ -117,7 +119,7 @@ def _actions(f: _Facts) -> list[dict[str, Any]]:
         actions.append(_action("ad_campaign", "Test demand with a small campaign", args={
             "channel": "search", "headline": f"{f.name}: {f.goal}"[:90],
             "keywords": f.keywords(), "daily_budget_usd": f.ad_budget}))
-    return actions
+    return [a for a in actions if a["type"] not in f.refused]
 
 
 def _action(type_: str, title: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -290,6 +290,11 @@ def test_scripted_packets_are_deterministic_valid_and_built_from_the_project():
     bare = parse_packet(client.complete(LLMRequest("packet", "", [], context={})).text)
     assert bare.actions == []  # no contact, hook or repo: nothing it could do
 
+    # What the project's settings refuse is not proposed (the context says why)
+    refused = {"ad_campaign": "money is off", "github_dispatch": "pushes are off"}
+    held = parse_packet(client.complete(scripted_request("packet", actions_refused=refused)).text)
+    assert {a.type for a in held.actions} == {"email", "deploy_hook"}
+
 
 def test_scripted_chat_streams_a_reply_about_the_message_goal_and_memory():
     pieces: list[str] = []

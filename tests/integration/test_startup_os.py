@@ -245,6 +245,59 @@ def test_a_launch_asked_at_once_is_one_job_and_a_launched_project_is_not_launche
     assert len(jobs_of("phase0.generate_packet")) == launches
 
 
+def test_a_packet_proposes_only_what_the_project_may_do_and_names_what_it_set_aside(
+        worker, founder):
+    # Given a project past its idea, with a repo and money off (the defaults)
+    pg.execute("UPDATE projects SET phase = 'validation', settings = settings || %s::jsonb "
+               "WHERE id = %s", (json.dumps({"github_repo": "tidewater/app"}), founder.project))
+    job = enqueue_packet(founder, phase=1, key="validation-1")
+    # Then no approval asks for what could only fail once approved
+    kinds = {a["action_type"] for a in pending_inbox(founder)}
+    assert kinds == {"email", "deploy_hook", "phase_advance"}, kinds
+    assert {a["type"] for a in latest_packet(founder.project)["actions"]} == kinds
+    # When the founder turns money and code pushes on
+    pg.execute("UPDATE projects SET settings = settings || %s::jsonb WHERE id = %s",
+               (json.dumps({"permissions": {"ad_campaign": True, "github_dispatch": True}}),
+                founder.project))
+    enqueue_packet(founder, phase=1, key="validation-2")
+    # Then the next packet proposes them
+    kinds = {a["action_type"] for a in pending_inbox(founder)}
+    assert {"ad_campaign", "github_dispatch"} <= kinds, kinds
+    assert job["status"] == "completed"
+
+
+def test_a_model_that_proposes_a_refused_action_anyway_has_it_set_aside_and_named(
+        worker, founder, monkeypatch):
+    from tasks.startup import scripted_answers
+    # Given a model that does not heed what it was told not to propose
+    heard = scripted_answers._Facts.__init__
+
+    def deaf(self: Any, req: Any) -> None:
+        heard(self, req)
+        self.refused = set()
+    monkeypatch.setattr(scripted_answers._Facts, "__init__", deaf)
+    pg.execute("UPDATE projects SET phase = 'validation' WHERE id = %s", (founder.project,))
+    job = enqueue_packet(founder, phase=1, key="validation-disobeys")
+    # Then the ad campaign is no approval, the packet keeps it aside, and the job says why
+    assert "ad_campaign" not in {a["action_type"] for a in pending_inbox(founder)}
+    packet = latest_packet(founder.project)
+    assert "ad_campaign" not in {a["type"] for a in packet["actions"]}
+    assert [a["type"] for a in packet["set_aside"]] == ["ad_campaign"]
+    said = [m for (m,) in tuples("SELECT message FROM agent_job_events WHERE job_id = %s",
+                                  (job["id"],))]
+    assert any("set aside, not allowed for this project: ad_campaign: "
+               "this project may not perform ad_campaign effects: set "
+               "projects.settings.permissions.ad_campaign to true" in m for m in said), said
+
+
+def enqueue_packet(founder: Founder, *, phase: int, key: str) -> dict[str, Any]:
+    r = founder.post(f"/api/projects/{founder.project}/jobs",
+                     {"job_type": "phase.generate_packet", "payload": {"phase": phase}},
+                     headers={"Idempotency-Key": key})
+    assert r.status_code in (200, 202), r.get_json()
+    return wait_for(r.get_json()["job_id"], timeout=30)
+
+
 def project_phase(project: str) -> str:
     return str(pg.fetch_value("SELECT phase FROM projects WHERE id = %s", (project,)))
 

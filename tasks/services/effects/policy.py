@@ -161,6 +161,18 @@ def check_permitted(settings: Any, action_type: str,
     return policy
 
 
+def refusals(settings: Any, operator: Operator = EVERYTHING) -> dict[str, str]:
+    """Per kind this project may not perform now, why (check_permitted's words, which name
+    the setting that would allow it): what the agents are told not to propose."""
+    refused: dict[str, str] = {}
+    for kind in KINDS:
+        try:
+            check_permitted(settings, kind, operator)
+        except PermanentError as exc:  # not permitted, or a malformed setting
+            refused[kind] = str(exc)
+    return refused
+
+
 def choices(operator: Operator) -> dict[str, dict[str, Any]]:
     """Per kind, what a project's settings page offers: whether the operator allows it at all,
     the project default when unset, and the daily ceiling a cap may not pass."""

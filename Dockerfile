@@ -1,12 +1,13 @@
 FROM python:3.11-slim
 # The system parts (`switchyard doctor` lists them): Chromium for page checks; git, ripgrep,
 # bubblewrap (the coding agent's sandbox), python3 with venv and pytest for Python
-# repositories' checks, Node.js and npm for JavaScript ones. util-linux (setpriv, prlimit)
+# repositories' checks, Node.js and npm for JavaScript ones, the fonts a PDF report embeds
+# (tasks/startup/reports/fonts.py). util-linux (setpriv, prlimit)
 # is part of the base image.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       chromium git ripgrep bubblewrap python3 python3-venv python3-pytest nodejs npm \
-      ca-certificates \
+      fonts-dejavu-core fonts-wqy-zenhei ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /srv/switchyard
 COPY pyproject.toml README.md celeryconfig.py alembic.ini ./

@@ -88,3 +88,46 @@ def test_the_pdf_first_page_renders_to_a_png_thumbnail() -> None:
     assert image.format == "PNG" and image.width == 300
     assert image.height > image.width  # A4, portrait
     assert image.convert("L").getextrema()[0] < 100  # the title's ink, not a blank page
+
+
+WORLD = Outline(
+    title="Café crème ☕ — Ελληνικά, Кириллица", subtitle="日本語の調査 · 中文摘要 · 한국어 요약",
+    summary="Ünïcödé résumé: naïve façade, Straße, Łódź, İstanbul, ½ ≤ ∞ → ✓.",
+    findings=[Finding(title="市場調査の結果", bullets=["東京の港湾管理者五人に聞いた",
+                                                  "Ещё три порта ждут пилот"],
+                      notes="Σημειώσεις: τρεις από πέντε θα πλήρωναν."),
+              Finding(title="Long words", bullets=["潮" * 400],
+                      figures=[Figure(label="港湾の数", value=5)])],
+    sources=["https://example.org/潮汐"])
+
+
+def test_a_pdf_in_any_script_keeps_its_text_where_helvetica_drew_black_boxes() -> None:
+    from tasks.startup.reports import fonts
+    assert fonts.installed_fallbacks(), f"no CJK font: {fonts.INSTALL}"
+    data, _ = build_pdf(WORLD)
+    reader = PdfReader(io.BytesIO(data))
+    text = "\n".join(page.extract_text() for page in reader.pages)
+    for expected in ("Café crème ☕", "Ελληνικά, Кириллица", "日本語の調査", "中文摘要",
+                     "한국어", "Straße, Łódź, İstanbul", "≤ ∞ → ✓", "市場調査の結果",
+                     "東京の港湾管理者五人に聞いた", "τρεις από πέντε", "https://example.org/潮汐",
+                     "港湾の数"):
+        assert expected in text.replace("\n", ""), expected
+    # Every font is embedded: the reader needs none of its own
+    names = {str(f["/BaseFont"]) for page in reader.pages
+             for f in (page["/Resources"].get("/Font") or {}).values()}
+    assert names and not {n for n in names if "Helvetica" in n}, names
+
+
+def test_a_line_of_cjk_without_spaces_wraps_inside_the_page() -> None:
+    import pypdfium2
+
+    data, _ = build_pdf(WORLD)
+    doc = pypdfium2.PdfDocument(data)
+    try:
+        for page in doc:
+            width, texts = page.get_width(), page.get_textpage()
+            for i in range(texts.count_chars()):
+                left, _, right, _ = texts.get_charbox(i)
+                assert left >= 0 and right <= width, (i, left, right, width)
+    finally:
+        doc.close()

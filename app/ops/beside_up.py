@@ -26,6 +26,7 @@ def path(data_dir: Path) -> Path:
 def record(data_dir: Path, urls: dict[str, str]) -> None:
     """Leave `urls` (those of NAMES up started itself) for the commands beside it, with up's
     pid: a file left by an up that was killed names services that are gone."""
+    path(data_dir).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_private(path(data_dir), json.dumps(
         {"pid": os.getpid(), **{k: v for k, v in urls.items() if k in NAMES}}))
 

@@ -108,6 +108,7 @@ def _local_token(data_dir: Path) -> str:
             return token
     with pg.transaction(), session_scope(session_factory()) as session:
         _, token = create_token(session, "local")
+    kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_private(kept, token + "\n")
     return token
 

@@ -133,7 +133,8 @@ class Host:
                        "through others, must stop before that)")
         children = sum(1 for e in self.record if e.get("tool") == tools.NESTED)
         if children >= MAX_CHILDREN:
-            self._fail(f"too many nested calls: at most {MAX_CHILDREN} tasks.run calls a run")
+            self._fail(f"too many tasks.run calls: at most {MAX_CHILDREN} a run (each one runs "
+                       "another function as a child job)")
 
     def _spawn(self, call: Call, args: Any) -> str:
         target = args.get("name") if isinstance(args, dict) else None

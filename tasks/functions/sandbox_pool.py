@@ -57,7 +57,10 @@ START_TIMEOUT = 30.0  # a cold start on a loaded 2-core machine; normally ~50 ms
 
 class SandboxUnavailable(PermanentError):
     """No child could be started (python or quickjs unreadable, namespaces refused...):
-    retrying cannot help, the operator must install or allow what is missing."""
+    retrying cannot help, the operator must install or allow what is missing. A save, which
+    checks the code in the sandbox, answers 503 with the message (it says what to do)."""
+
+    http_status, code = 503, "sandbox_unavailable"
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,12 @@
 (a) a module: `export async function runTask(input, tools) {...}` (or `export default`);
 (b) a script body that uses `input`, `tools` and `supabase` and `return`s a value.
 
+Models write both with other names for the entry: a module exporting `main` or `handler`,
+a script that declares `async function main(input)` and never calls it. Either runs the
+first function of ENTRIES it holds: a module in any case, a script only if its own code
+ran to its end without returning (a script that returns was called already).
+A UTF-8 byte order mark, which some editors save, is dropped (QuickJS refuses it).
+
 Either becomes `(async function (input, tools, supabase) {<head>\n<code>\n<tail>})`, an
 expression that evaluates to a function without running any of the code, so the same
 text serves the syntax check and the run. The user's code starts on line 2: a line
@@ -35,6 +41,11 @@ _EXPORT_LIST = re.compile(r"^([ \t]*)export[ \t]*\{[^}\n]*\}[ \t]*;?", re.MULTIL
 
 
 PREFIX = "(async function (input, tools, supabase) {"  # every shape's head starts so
+ENTRIES = ("runTask", "__sy_default", "main", "handler")
+# The first of ENTRIES declared in the user's block (typeof: an undeclared name is no error).
+_ENTRY = ("const __sy_entry = [" + ", ".join(
+    f"typeof {name} === 'function' ? {name} : undefined" for name in ENTRIES)
+    + "].find((f) => f !== undefined);")
 
 
 @dataclass(frozen=True)
@@ -60,16 +71,18 @@ def _unexport(code: str) -> str:
 
 
 def wrap(code: str) -> Wrapped:
+    code = code.removeprefix("\ufeff")
     # Code may end in a line comment: the tail always starts on a line of its own.
     if shape_of(code) == "module":
         head = PREFIX + '"use strict"; let __sy_default; {\n'
-        tail = ("\n;const __sy_entry = typeof runTask === 'function' ? runTask : __sy_default;"
-                " if (typeof __sy_entry !== 'function') throw new TypeError("
-                "'the module exports no runTask function');"
-                " return await __sy_entry(input, tools);}})")
+        tail = ("\n;" + _ENTRY + " if (__sy_entry === undefined) throw new TypeError("
+                "'the module has no function to run: export runTask (or a default, main or "
+                "handler function)'); return await __sy_entry(input, tools);}})")
         return Wrapped("module", head + _unexport(code) + tail)
-    head = PREFIX + " {\n"
-    return Wrapped("script", head + code + "\n}})")
+    head = PREFIX + " let __sy_default; {\n"
+    tail = ("\n;" + _ENTRY
+            + " if (__sy_entry !== undefined) return await __sy_entry(input, tools);}})")
+    return Wrapped("script", head + code + tail)
 
 
 def user_line(wrapped_line: int | None, code: str, *, clamp: bool = False) -> int | None:

@@ -27,6 +27,8 @@ def master_key(settings: Settings) -> str:
         return settings.secret_key
     path = Path(settings.data_dir) / SECRET_FILE
     if not path.exists():
+        # Passable, not private: the sandboxes' user goes through it to their runtime copies.
+        path.parent.mkdir(parents=True, exist_ok=True)
         # Web and workers may start at once: the first key made is the one all keep.
         write_private(path, secrets.token_urlsafe(48), replace=False)
     return path.read_text().strip()

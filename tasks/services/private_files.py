@@ -18,10 +18,10 @@ from pathlib import Path
 
 
 def write_private(path: Path, text: str, *, replace: bool = True) -> bool:
-    """Write `text` to `path`, readable by this user alone; its directory is made 0700 if
-    missing. With replace=False an existing file wins (two processes making the same key
-    both keep the first). True when this call's text is the file's."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Write `text` to `path`, readable by this user alone, in a directory that exists (its
+    mode is the caller's to choose: the data dir must stay passable for the sandboxes' user).
+    With replace=False an existing file wins (two processes making the same key both keep
+    the first). True when this call's text is the file's."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:

@@ -126,3 +126,21 @@ def test_thirty_hostile_saves_at_once_leave_the_web_answering(alice: Caller) -> 
     # Each save refused, none stored; a busy server says so with Retry-After
     assert len(answers) == 30 and set(answers) <= {422, 503}, answers
     assert rows() == 0
+
+
+def test_a_machine_that_cannot_fence_the_sandbox_answers_503_saying_how_and_saves_nothing(
+        alice: Caller, monkeypatch) -> None:  # noqa: F811
+    from tasks.functions import sandbox_pool
+
+    # A machine without bubblewrap (the fences are probed again: none were made yet)
+    which = sandbox_pool.shutil.which
+    monkeypatch.setattr(sandbox_pool, "_fences", None)
+    monkeypatch.setattr(sandbox_pool.shutil, "which",
+                        lambda name, *a, **k: None if name == "bwrap" else which(name, *a, **k))
+    before = rows()
+    r = alice.post(url(alice), {"name": "greet", "code": V1})
+    assert r.status_code == 503, r.get_json()
+    error = r.get_json()["error"]
+    assert error["code"] == "sandbox_unavailable"
+    assert "apt-get install -y bubblewrap" in error["message"]
+    assert rows() == before

@@ -223,7 +223,32 @@ def test_both_code_shapes_run() -> None:
     listed = "async function runTask(input) { return 'listed' }\nexport { runTask };\n"
     assert run(listed) == Returned("listed")
     nothing = "export const x = 1;\n"
-    assert run(nothing) == Failed("error", "TypeError: the module exports no runTask function")
+    assert run(nothing) == Failed(
+        "error", "TypeError: the module has no function to run: export runTask (or a "
+                 "default, main or handler function)")
+
+
+@pytest.mark.parametrize(("reason", "code"), [
+    ("a module exporting main", "export async function main(input) {\n  return input.n + 1;\n}\n"),
+    ("a module exporting a handler arrow",
+     "export const handler = async (event) => event.n + 1;\n"),
+    ("a script declaring main, never calling it",
+     "async function main(input) {\n  return input.n + 1;\n}\n"),
+    ("a script declaring a handler arrow", "const handler = async (input) => input.n + 1;\n"),
+    ("a module saved with a UTF-8 BOM", "\ufeffexport async function runTask(input) {\n"
+                                        "  return input.n + 1;\n}\n"),
+    ("a script saved with a UTF-8 BOM", "\ufeffreturn input.n + 1;\n"),
+])
+def test_the_shapes_models_write_run_too(reason: str, code: str) -> None:
+    assert run(code) == Returned(3), reason
+
+
+def test_runtask_is_preferred_and_a_script_that_returns_is_not_called_again() -> None:
+    both = ("export function main() { return 'main' }\n"
+            "export async function runTask() { return 'runTask' }\n")
+    assert run(both) == Returned("runTask")
+    returns = "function main() { throw new Error('called') }\nreturn 'top level';\n"
+    assert run(returns) == Returned("top level")
 
 
 def test_the_script_may_declare_its_own_tools_and_supabase() -> None:

@@ -42,7 +42,8 @@ def test_the_users_first_line_follows_the_head() -> None:
 
 
 def test_a_code_ending_in_a_line_comment_still_closes_the_wrapper() -> None:
-    assert shapes.wrap("return 1 // done").text.endswith("// done\n}})")
+    text = shapes.wrap("return 1 // done").text
+    assert "// done\n;" in text and text.endswith("}})")
 
 
 @pytest.mark.parametrize(("wrapped", "clamp", "user"), [
@@ -56,3 +57,8 @@ def test_a_code_ending_in_a_line_comment_still_closes_the_wrapper() -> None:
 ])
 def test_lines_map_to_the_users_code(wrapped: int | None, clamp: bool, user: int | None) -> None:
     assert shapes.user_line(wrapped, "a\nb\nc", clamp=clamp) == user
+
+
+def test_a_byte_order_mark_is_dropped_and_lines_stay() -> None:
+    assert shapes.wrap("\ufeffreturn 1").text == shapes.wrap("return 1").text
+    assert shapes.wrap("\ufeffexport default async function () {}").shape == "module"

@@ -12,14 +12,31 @@ def _mode(path: Path) -> int:
 def test_the_file_is_this_users_alone_whatever_the_umask(tmp_path):
     old = os.umask(0)
     try:
-        target = tmp_path / "run" / "local-token"
+        target = tmp_path / "local-token"
         assert write_private(target, "tok\n")
     finally:
         os.umask(old)
     assert target.read_text() == "tok\n"
     assert _mode(target) == 0o600
-    assert _mode(target.parent) == 0o700
     assert os.listdir(target.parent) == ["local-token"]  # no temporary file left behind
+
+
+def test_the_master_secret_leaves_a_new_data_dir_passable_for_the_sandboxes(tmp_path):
+    # The functions' sandbox user (65534) goes through the data dir to quickjs-ng's copy: a
+    # data dir made 0700 with the secret refused every function save with a 500.
+    from dataclasses import replace
+
+    from tasks.services.keys import master_key
+    from tasks.settings import get_settings
+
+    data_dir = tmp_path / "data"
+    old = os.umask(0o022)
+    try:
+        key = master_key(replace(get_settings(), data_dir=data_dir, secret_key=""))
+    finally:
+        os.umask(old)
+    assert key and _mode(data_dir) == 0o755
+    assert _mode(data_dir / "web-secret-key") == 0o600
 
 
 def test_a_wider_file_already_there_is_replaced_not_rewritten_in_place(tmp_path):

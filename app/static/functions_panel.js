@@ -19,10 +19,41 @@ async function loadFunctions() {
   const data = await api("GET", `/api/projects/${enc}/functions`);
   fill(box, data.items.length ? h("ul", { class: "rows" }, data.items.map((f) =>
     h("li", { class: "row function", dataset: { name: f.name } },
-      h("span", { class: "title mono" }, f.name),
+      h("button", { type: "button", class: "link title mono", onclick: () => choose(f.name, f.versions[0]) }, f.name),
       versionButtons(f.name, f.versions, chosen, (v) => choose(f.name, v)),
       f.description ? h("span", { class: "muted small clamp" }, f.description) : null)))
-    : empty("No functions yet. Save one with POST /api/projects/<id>/functions, or let an agent write one."));
+    : empty("No functions yet. Save one below, or let an agent write one."));
+}
+
+// Saving checks the syntax first: a 422 names the line and column, and nothing is written.
+$("#function-save").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const form = ev.currentTarget;
+  const f = form.elements;
+  const error = $("#function-save-error");
+  error.hidden = true;
+  const body = { name: f.name.value.trim(), code: f.code.value };
+  if (f.description.value.trim()) body.description = f.description.value.trim();
+  busy(form.querySelector("button[type=submit]"), async () => {
+    try {
+      const saved = await api("POST", `/api/projects/${enc}/functions`, body);
+      flash(`Function ${saved.name} saved as v${saved.version}.`, "ok");
+      form.reset();
+      await loadFunctions();
+      await choose(saved.name, saved.version);
+    } catch (e) {
+      error.textContent = e.message;
+      error.hidden = false;
+      if (e.details && e.details.line) focusLine(f.code, e.details.line);
+    }
+  });
+});
+
+function focusLine(textarea, line) {
+  const lines = textarea.value.split("\n");
+  const start = lines.slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0);
+  textarea.focus();
+  textarea.setSelectionRange(start, start + (lines[line - 1] || "").length);
 }
 
 async function choose(name, version) {

@@ -22,12 +22,12 @@ function actionItem(a) {
 
 function packetCard(p, open) {
   const body = [
-    h("p", { class: "summary" }, p.summary),
+    h("p", { class: "packet-summary" }, p.summary),
     p.insights.length ? [h("h4", {}, "Insights"), h("ul", { class: "insights" }, p.insights.map((i) => h("li", {}, i)))] : null,
     h("h4", {}, `Proposed actions (${p.actions.length})`),
     p.actions.length ? h("ol", { class: "packet-actions" }, p.actions.map(actionItem)) : empty("No action proposed."),
   ];
-  const meta = h("span", { class: "meta small" }, h("span", { class: "badge phase" }, PHASES[p.phase] ?? `phase ${p.phase}`),
+  const meta = h("span", { class: "meta small" }, h("span", { class: "badge packet-phase" }, PHASES[p.phase] ?? `phase ${p.phase}`),
     time(p.created_at), h("span", {}, h("span", { class: "muted" }, "from "), jobLink(p.job_id)));
   return h("article", { class: "packet", dataset: { id: p.id, phase: p.phase } },
     open ? [h("h3", { class: "packet-title" }, p.title), meta, body]

@@ -33,6 +33,11 @@ import { api, h, $, fill, time, empty, busy, flash } from "./ui.js";
     const form = ev.currentTarget;
     const f = form.elements;
     const body = { name: f.name.value.trim(), night_shift: f.night_shift.checked };
+    if (!body.name) {  // spaces pass the browser's `required`
+      flash("Give the project a name.", "error");
+      f.name.focus();
+      return;
+    }
     if (f.goal.value.trim()) body.goal = f.goal.value.trim();
     busy(form.querySelector("button"), async () => {
       const p = await api("POST", "/api/projects", body);

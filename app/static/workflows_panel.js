@@ -17,12 +17,13 @@ panel("plans", loadWorkflows);
 export async function loadWorkflows() {
   const data = await api("GET", `/api/projects/${enc}/workflows`);
   fill(box, data.items.length ? h("ul", { class: "rows" }, data.items.map(workflowRow))
-    : empty("No workflows yet. Save one below (or with POST /api/projects/<id>/workflows) to run it."));
+    : empty("No workflows yet. Save one below to run it."));
 }
 
 function workflowRow(w) {
   return h("li", { class: "row workflow", dataset: { name: w.name } },
-    h("span", { class: "title" }, w.name),
+    // The name opens the newest version (only the small version buttons did)
+    h("button", { type: "button", class: "link title", onclick: () => choose(w, w.versions[0]) }, w.name),
     versionButtons(w.name, w.versions, chosen, (v) => choose(w, v)),
     h("span", { class: "muted small" }, "saved ", time(w.updated_at)));
 }

@@ -101,7 +101,8 @@ def diagnose(f: Facts) -> Diagnosis:
                          f"{ago(f.now, f.completed_at or f.now)} after {f.attempts} attempt(s).")
     if status == JobStatus.FAILED:
         return Diagnosis("failed", f"It failed after {f.attempts} attempt(s): {f.last_error}. "
-                         "Retry it with POST /api/jobs/<id>/retry once the cause is fixed.")
+                         "Once the cause is fixed, retry it (Retry on its page, or "
+                         "POST /api/jobs/<id>/retry).")
     if status == JobStatus.CANCELED:
         return Diagnosis("canceled", f"It was canceled {ago(f.now, f.completed_at or f.now)}.")
     if status == JobStatus.WAITING:

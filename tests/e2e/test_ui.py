@@ -543,7 +543,7 @@ def test_the_packet_its_cost_and_an_unknown_effect_are_on_the_pages(site: Site, 
     page.goto(f"{site.base}/projects/{project}")
     card = page.locator(f"#packets .packet[data-id='{packet['id']}']")
     expect(card.locator(".packet-title")).to_have_text(packet["title"])
-    expect(card.locator(".summary")).to_have_text(packet["summary"])
+    expect(card.locator(".packet-summary")).to_have_text(packet["summary"])
     expect(card.locator(".insights li")).to_have_count(len(packet["insights"]))
     actions = card.locator(".packet-action")
     expect(actions).to_have_count(len(packet["actions"]))
@@ -601,6 +601,37 @@ def test_the_packet_its_cost_and_an_unknown_effect_are_on_the_pages(site: Site, 
     expect(resolved.locator(".resolution")).to_contain_text("nothing in the hook's dashboard")
     assert pg.fetch_value("SELECT status FROM action_executions WHERE id = %s",
                           (effect_id,)) == "failed"
+
+
+def test_a_name_at_its_limit_wraps_on_every_page_and_a_packet_reads_at_full_width(
+        site: Site, page: Page) -> None:
+    # Given a project named at the name's limit, in one word, with its idea packet
+    name = "Tidewater" * 22 + "AB"  # 200 characters, no space to break at
+    project = site.project(name)
+    job_id = site.api("POST", f"/api/projects/{project}/launch", {})["job_id"]
+    wait_for(lambda: status(job_id) in ("completed", "failed"), 30, "the packet job")
+    assert status(job_id) == "completed"
+    sign_in(page, site)
+    # Then nothing sticks out sideways: the projects, the project page, the monitor
+    expect(page.locator("#projects .row .title").first).to_contain_text(name[:40])
+    shoot(page, "long-name-projects")
+    page.goto(f"{site.base}/projects/{project}")
+    card = page.locator("#packets .packet").first
+    expect(card.locator(".packet-title")).to_contain_text(name[:40])
+    shoot(page, "long-name-project")
+    # and on a phone the packet's summary takes the card's width (it took a monitor tile's
+    # quarter, a word a line) and its phase is a badge (it took the coding stepper's box)
+    page.set_viewport_size({"width": 390, "height": 844})
+    width = card.evaluate("(el) => el.getBoundingClientRect().width")
+    summary = card.locator(".packet-summary").evaluate("(el) => el.getBoundingClientRect().width")
+    assert summary >= 0.9 * width, (summary, width)
+    badge = card.locator(".badge.packet-phase").evaluate(
+        "(el) => [el.getBoundingClientRect().height, getComputedStyle(el).borderTopWidth]")
+    assert badge[0] < 32 and badge[1] != "3px", badge
+    page.set_viewport_size(DESKTOP)
+    page.goto(site.base + "/monitor")
+    expect(page.locator("#canary-project option", has_text=name[:40])).to_have_count(1)
+    shoot(page, "long-name-monitor")
 
 
 def test_a_job_created_through_the_api_appears_in_the_open_jobs_table_and_follows_live(

@@ -93,3 +93,35 @@ def test_a_function_is_read_run_and_its_calls_and_replays_shown(site: Site, page
             "data-replays", str(sum(1 for t in starts if t > recorded)))
     expect(calls.nth(0)).not_to_have_attribute("data-replays", "0")  # answered from the record
     shoot(page, "function-job")
+
+
+def test_a_function_is_saved_from_the_page_a_syntax_error_marked_and_nothing_written(
+        site: Site, page: Page) -> None:
+    # Given a project with no function, its Functions section open (the README's step 9)
+    project = site.project("Saved by hand")
+    sign_in(page, site)
+    page.goto(f"{site.base}/projects/{project}#functions")
+    expect(page.locator("#functions")).to_contain_text("Save one below")
+    page.click("#function-new summary")
+    # When the person saves code with a syntax error on its second line
+    page.fill("#fn-name", "add")
+    page.fill("#fn-code", "export async function runTask(input) {\n  return input.a +;\n}\n")
+    page.click("#function-save button[type=submit]")
+    # Then the error names the line, the code keeps its text, and nothing was saved
+    expect(page.locator("#function-save-error")).to_contain_text("line 2")
+    assert site.api("GET", f"/api/projects/{project}/functions")["items"] == []
+    # When it is fixed and saved, as a model writes it (main, not runTask)
+    page.fill("#fn-code", "export async function main(input) {\n"
+                          "  return { sum: input.a + input.b };\n}\n")
+    page.fill("#fn-description", "adds two numbers")
+    page.click("#function-save button[type=submit]")
+    # Then it is listed and shown, and runs from its form
+    expect(page.locator("#functions .function[data-name='add'] button.version")).to_have_text(
+        ["v1"])
+    expect(page.locator("#function-code")).to_contain_text("input.a + input.b")
+    page.fill("#fn-input", '{"a": 2, "b": 3}')
+    page.click("#function-run button[type=submit]")
+    run = page.locator("#function-runs .fn-run").first
+    expect(run).to_have_attribute("data-status", "completed", timeout=ENDED)
+    expect(run.locator(".fn-output")).to_have_text('{"sum":5}')
+    shoot(page, "function-saved-from-the-page")

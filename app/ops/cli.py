@@ -96,9 +96,12 @@ def web(port: int, host: str, threads: int, workers: int) -> None:
 @click.option("--concurrency", "-c", type=int, default=None, help="threads (or processes)")
 @click.option("--queues", "-Q", default=None, help="comma-separated, default: all")
 @click.option("--pool", "-P", default=None, help="threads (default), prefork, solo")
-def worker(concurrency: int | None, queues: str | None, pool: str | None) -> None:
+@click.option("--name", "-n", default=None,
+              help="Celery node name, unique per host (default: worker-<random>@<host>)")
+def worker(concurrency: int | None, queues: str | None, pool: str | None,
+           name: str | None) -> None:
     """A Celery worker running jobs."""
-    os.execvp(sys.executable, worker_command(concurrency, queues, pool))
+    os.execvp(sys.executable, worker_command(concurrency, queues, pool, name))
 
 
 @main.command()

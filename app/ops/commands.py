@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import secrets
 import sys
 
 from tasks.settings import get_settings
@@ -16,16 +17,27 @@ def web_command(host: str, port: int, threads: int, workers: int = 1) -> list[st
             "--timeout", "60", "--graceful-timeout", "10", "app.web:create_app()"]
 
 
-def worker_command(concurrency: int | None, queues: str | None, pool: str | None) -> list[str]:
+def worker_command(concurrency: int | None, queues: str | None, pool: str | None,
+                   name: str | None = None) -> list[str]:
     # Pool and concurrency always go on the command line: Celery cannot tell an explicit
     # `-P prefork` from its default, so a configured pool would silently win.
     settings = get_settings()
     cmd = [sys.executable, "-m", "celery", "-A", "tasks.celery_app", "worker",
            "--loglevel", settings.log_level, "--pool", pool or settings.worker_pool,
-           "--concurrency", str(concurrency or settings.worker_concurrency)]
+           "--concurrency", str(concurrency or settings.worker_concurrency),
+           "--hostname", name or default_node_name(queues)]
     if queues:
         cmd += ["--queues", queues]
     return cmd
+
+
+def default_node_name(queues: str | None) -> str:
+    """A node name of its own for each worker process. Celery's default, celery@<host>, is
+    the same for every worker on a host: on RabbitMQ only one of them can hold the node's
+    exclusive remote-control queue, and the Procfile's worker and sweeper (or up's) killed
+    each other at start (RESOURCE_LOCKED)."""
+    role = "sweeper" if queues == "sweeps" else "worker"
+    return f"{role}-{secrets.token_hex(3)}@%h"
 
 
 def beat_command() -> list[str]:

@@ -351,8 +351,29 @@ DEFAULT_MODELS = {"scripted": "scripted-1", "anthropic": "claude-sonnet-4-6",
                   "openai": "gpt-4.1-mini"}
 
 
+DATABASE_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg", "postgresql+psycopg2")
+BROKER_SCHEMES = ("redis", "rediss", "amqp", "amqps", "pyamqp", "memory")
+
+
+def _check_url(name: str, url: str, schemes: tuple[str, ...], wanted: str) -> None:
+    """A URL of one of `schemes` whose port, if any, is a number. The message never quotes
+    the URL: it may carry a password."""
+    parts = urlsplit(url)
+    if parts.scheme not in schemes or "://" not in url:
+        got = f"a {parts.scheme}:// one" if parts.scheme and "://" in url else "no URL"
+        raise SettingsError(f"{name} must be {wanted}, got {got}")
+    try:
+        parts.port  # noqa: B018 - urlsplit checks the port only when asked for it
+    except ValueError:
+        raise SettingsError(f"{name} has a port that is not a number") from None
+
+
 def check(settings: Settings) -> Settings:
     """Refuse combinations that break the engine's guarantees, not just odd values."""
+    _check_url("DATABASE_URL", settings.database_url, DATABASE_SCHEMES,
+               "a PostgreSQL URL (postgresql://user:password@host:5432/database)")
+    _check_url("BROKER_URL", settings.broker_url, BROKER_SCHEMES,
+               "a redis://, rediss:// or amqp:// URL")
     if settings.stale_after_seconds < 3 * settings.heartbeat_seconds:
         # A live job whose heartbeat is merely late (a busy host, a database hiccup)
         # would be reclaimed and run twice.

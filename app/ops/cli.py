@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -34,8 +35,12 @@ class _Commands(click.Group):
         import psycopg
         import sqlalchemy.exc
 
+        from tasks.settings import SettingsError
+
         try:
             return super().invoke(ctx)
+        except SettingsError as exc:  # its message names the variable and what it wants
+            raise click.ClickException(str(exc)) from None
         except (psycopg.OperationalError, sqlalchemy.exc.OperationalError) as exc:
             cause = getattr(exc, "orig", None) or exc
             if not _unreachable(cause):
@@ -60,6 +65,13 @@ def main(ctx: click.Context) -> None:
 
         if beside_up.adopt(get_settings().data_dir):
             get_settings.cache_clear()
+
+
+def _check_systems() -> None:
+    """Every system's own settings (its model provider, its effects' policy), checked as
+    its modules load: here, where a wrong one is one line, not in the process exec'd next,
+    where it was a traceback (or, for the model provider, each job's failure)."""
+    import tasks.catalog  # noqa: F401 - registers each system's settings check
 
 
 @main.command()
@@ -89,6 +101,7 @@ def doctor() -> None:
               help="web processes")
 def web(port: int, host: str, threads: int, workers: int) -> None:
     """The HTTP control plane on gunicorn's gthread worker (SSE and WebSocket need threads)."""
+    _check_systems()
     os.execvp(sys.executable, web_command(host, port, threads, workers))
 
 
@@ -101,12 +114,14 @@ def web(port: int, host: str, threads: int, workers: int) -> None:
 def worker(concurrency: int | None, queues: str | None, pool: str | None,
            name: str | None) -> None:
     """A Celery worker running jobs."""
+    _check_systems()
     os.execvp(sys.executable, worker_command(concurrency, queues, pool, name))
 
 
 @main.command()
 def beat() -> None:
     """Celery beat: the recovery sweeps and the schedules."""
+    _check_systems()
     os.execvp(sys.executable, beat_command())
 
 
@@ -168,6 +183,11 @@ def enqueue(project: str, job_type: str, payload: str, key: str | None,
     from tasks.engine.errors import SwitchyardError
 
     try:
+        uuid.UUID(project)
+    except ValueError:
+        raise click.BadParameter("PROJECT must be a project id (a UUID; the system project is "
+                                 "00000000-0000-0000-0000-000000000000)") from None
+    try:
         body = json.loads(payload)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from None
@@ -224,6 +244,7 @@ def up(port: int) -> None:
     """Start everything: embedded PostgreSQL and Redis unless configured, web, worker, beat."""
     from app.ops.launcher import run_all
 
+    _check_systems()
     run_all(port)
 
 

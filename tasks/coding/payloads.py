@@ -38,6 +38,14 @@ class RunTaskPayload(BaseModel):
     open_draft_on_failure: bool = True
 
     _check_branch = field_validator("branch")(classmethod(lambda cls, v: _branch(v)))
+    _check_task = field_validator("task")(classmethod(lambda cls, v: _not_blank(v)))
+
+
+def _not_blank(value: str) -> str:
+    # A blank task planned nothing, changed nothing and came back "verified".
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
 
 
 class GenerateMvpPayload(BaseModel):

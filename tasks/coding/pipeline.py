@@ -58,6 +58,8 @@ class Verification:
     fixed: list[str] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)
     failing: list[str] = field(default_factory=list)  # after the last round
+    # failed before and do not pass now (skipped, removed), or checks that run no more
+    unproven: list[str] = field(default_factory=list)
     not_run: list[str] = field(default_factory=list)  # checks whose runner is not installed
 
 
@@ -127,6 +129,15 @@ def setup(agent: Agent) -> dict[str, Any]:
     phase(ctx, "setup", "failed" if out["status"] == "failed" else "completed",
           "; ".join([detail, *out.get("notes", [])]))
     return out
+
+
+def setup_result(out: dict[str, Any]) -> dict[str, Any]:
+    """The setup as the job's result tells it; a failed one with its error and the end of
+    its output (the installer's own words), which otherwise showed only as tests failing."""
+    told = {k: out.get(k) for k in ("status", "kinds", "seconds", "notes")}
+    if out.get("status") == "failed":
+        told |= {"error": out.get("error"), "output": str(out.get("output", ""))[-2000:]}
+    return told
 
 
 def _set_up(agent: Agent) -> dict[str, Any]:
@@ -240,9 +251,11 @@ def run_checks(agent: Agent, round_: int, baseline: list[dict[str, Any]] | None 
         r["passed"] = r["exit_code"] is not None and verify.passed(
             verify.Check(r["name"], r["command"]), r["exit_code"])
     judged = verify.verdict(baseline, results)
-    summary = verify.failure_summary(
+    # Every check, passed ones as one line each (given only the failed ones, a clean round
+    # read "No checks ran."), then why the round is not verified if the checks do not say.
+    summary = "\n\n".join(part for part in (verify.failure_summary(
         [(verify.Check(r["name"], r["command"]), r["exit_code"], r["output"])
-         for r in results if not r["passed"]], OUTPUT_CHARS)
+         for r in results], OUTPUT_CHARS), verify.verdict_notes(judged)) if part)
     if results:
         label = "baseline" if round_ == 0 else f"round {round_}"
         state = ("clean" if judged.passed else "already failing") if round_ == 0 \
@@ -252,11 +265,13 @@ def run_checks(agent: Agent, round_: int, baseline: list[dict[str, Any]] | None 
                         "commands": [r["command"] for r in results],
                         "passed": judged.passed, "output": (summary or "all checks passed")[:4000],
                         "fixed": judged.fixed[:50], "broken": judged.broken[:50],
-                        "failing": judged.failing[:50], "self_review": False,
+                        "failing": judged.failing[:50], "unproven": judged.unproven[:50],
+                        "self_review": False,
                         "not_run": not_run})
     return {"ran": bool(results), "passed": judged.passed, "summary": summary,
             "results": results, "fixed": judged.fixed, "broken": judged.broken,
-            "failing": judged.failing, "not_run": not_run, "set_aside": aside}
+            "failing": judged.failing, "unproven": judged.unproven, "not_run": not_run,
+            "set_aside": aside}
 
 
 def _clear_reports(root: Path) -> None:
@@ -307,9 +322,12 @@ def verify_loop(agent: Agent, task: str, max_iterations: int,
         checked = agent.step_in_checkout(f"verify:{round_}", run_checks, agent, round_,
                                          base_results, set_aside, leaves_traces=True)
         not_run = checked.get("not_run", [])
-        if checked["ran"]:
+        # Checks that ran at the baseline and run no more are a failure, not a reason for the
+        # model's review to stand in (deleting the only test file read "self-reviewed").
+        if checked["ran"] or checked.get("unproven"):
             passed, summary = checked["passed"], checked["summary"]
-            judged = {k: checked.get(k, []) for k in ("fixed", "broken", "failing")}
+            judged = {k: checked.get(k, [])
+                      for k in ("fixed", "broken", "failing", "unproven")}
         else:  # nothing to run: the model's review of the diff stands in, marked as such
             ok, summary = self_review(agent, task, round_)
             ctx.emit("verify", f"round {round_}: self-review {'passed' if ok else 'failed'}"
@@ -333,6 +351,7 @@ def verify_loop(agent: Agent, task: str, max_iterations: int,
     return Verification(passed, round_, debug, summary,
                         baseline=before["failing"] if before and before["ran"] else [],
                         fixed=judged.get("fixed", []), broken=judged.get("broken", []),
+                        unproven=judged.get("unproven", []),
                         failing=judged.get("failing", []), not_run=not_run)
 
 
@@ -412,6 +431,8 @@ def pr_body(task: str, plan: plans.Plan, verification: Verification,
         broken = set(verification.broken)
         listed = "".join(f"\n- `{t}`" + (" (passed before this change)" if t in broken else "")
                          for t in verification.failing[:20])
+        listed += "".join(f"\n- `{t}` (failed before this change; skipped or removed now)"
+                          for t in verification.unproven[:20])
         head = ("Verification failed: this change does not pass the repository's checks."
                 + (f"\n\nFailing:{listed}" if listed else "")
                 + f"\n\n```\n{verification.summary[:3000]}\n```\n\n")
@@ -438,8 +459,9 @@ def run_task(ctx: JobContext, p: RunTaskPayload) -> dict[str, Any]:
             "verdict": {True: "verified", False: "unverified", None: "self-reviewed"}[
                 verification.tests_passed],
             "baseline": verification.baseline, "fixed": verification.fixed,
-            "broken": verification.broken, "subtasks": len(plan.subtasks),
+            "broken": verification.broken, "unproven": verification.unproven,
+            "subtasks": len(plan.subtasks),
             "debug_mode": verification.debug_mode, "resumed": resumed,
             "checks_not_run": verification.not_run,
-            "setup": {k: set_up.get(k) for k in ("status", "kinds", "seconds", "notes")},
+            "setup": setup_result(set_up),
             **agent.spend.as_dict()}

@@ -7,7 +7,7 @@ import configparser
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -112,7 +112,7 @@ def runner_missing(check: Check, exit_code: int | None, output: str) -> str | No
     return None
 
 
-def passed(check: Check, exit_code: int) -> bool:
+def passed(check: Check, exit_code: int | None) -> bool:
     """Whether a check's exit code means success. pytest's 5 is "no tests collected": nothing
     failed, and a repository without tests must not keep the agent failing forever."""
     return exit_code == 0 or (check.command == PYTEST.command and exit_code == 5)
@@ -153,22 +153,62 @@ def failing(results: list[dict[str, Any]]) -> set[str]:
     return out
 
 
+def passing(results: list[dict[str, Any]]) -> set[str]:
+    """What passed in one run: each passed test by name where the check wrote a report, and
+    each check that passed as itself."""
+    out: set[str] = set()
+    for r in results:
+        tests = r.get("tests")
+        if tests is not None:
+            out.update(tests["passed"])
+        if r["passed"]:
+            out.add(f"[{r['name']}]")
+    return out
+
+
 @dataclass(frozen=True)
 class Verdict:
     passed: bool
     fixed: list[str]  # failed at the baseline, pass now
     broken: list[str]  # did not fail at the baseline, fail now
     failing: list[str]  # fail now
+    # failed at the baseline and neither fail nor pass now (skipped, deleted), and checks
+    # that ran at the baseline and run no more: never counted as fixed
+    unproven: list[str] = field(default_factory=list)
 
 
 def verdict(baseline: list[dict[str, Any]] | None, results: list[dict[str, Any]]) -> Verdict:
     """Every check passes; or, where the baseline already failed, nothing that did not fail
-    then fails now and what the task was about (a test that failed then) passes now."""
-    now = failing(results)
+    then fails now and what the task was about (a test that failed then) passes now.
+
+    A test is fixed when it passes, not when it stops failing: skipping the failing tests or
+    deleting them turned every red suite "verified". A check without a report that still
+    fails hides whatever else now fails inside it, so it keeps the round unverified."""
+    now, green = failing(results), passing(results)
     before = failing(baseline) if baseline is not None else set()
-    fixed, broken = sorted(before - now), sorted(now - before)
-    ok = not now or (bool(before) and not broken and bool(fixed))
-    return Verdict(ok and bool(results), fixed, broken, sorted(now))
+    ran_before = {f"[{r['name']}]" for r in baseline or ()}
+    gone = ran_before - {f"[{r['name']}]" for r in results}
+    fixed = sorted((before & green) - now)
+    unproven = sorted((before - now - green) | gone)
+    broken = sorted(now - before)
+    opaque_failing = any(x.startswith("[") for x in now)
+    ok = not unproven and (not now or (bool(before) and not broken and bool(fixed)
+                                       and not opaque_failing))
+    return Verdict(ok and bool(results), fixed, broken, sorted(now), unproven)
+
+
+def verdict_notes(judged: Verdict) -> str:
+    """Why a round whose checks' exit codes may look fine is not verified ('' if none)."""
+    notes = []
+    tests = [t for t in judged.unproven if not t.startswith("[")]
+    checks = [t[1:-1] for t in judged.unproven if t.startswith("[")]
+    if tests:
+        notes.append("These tests failed before the change and do not pass now (skipped or "
+                     "removed; a test is fixed only when it runs and passes): "
+                     + ", ".join(tests[:20]) + (" …" if len(tests) > 20 else ""))
+    if checks:
+        notes.append("These checks ran before the change and run no more: " + ", ".join(checks))
+    return "\n".join(notes)
 
 
 def _uses_pytest(root: Path, tools: dict[str, Any]) -> bool:
@@ -218,14 +258,16 @@ def _cut_marker(cut: int) -> str:
     return f"\n[… {cut} characters cut …]\n"
 
 
-def failure_summary(results: list[tuple[Check, int, str]], limit: int = 12_000) -> str:
+def failure_summary(results: list[tuple[Check, int | None, str]],
+                    limit: int = 12_000) -> str:
     """What the model reads after a round whose checks did not all pass: one line per check
     that passed, and each failing one's command, exit code and output, cut to share `limit`."""
     failed = [(check, code, output) for check, code, output in results if not passed(check, code)]
     lines = [f"{check.name}: passed" for check, code, _ in results if passed(check, code)]
     if not failed:
         return "\n".join(lines or ["No checks ran."])
-    heads = [f"## {check.name} failed (exit code {code}): `{check.command}`"
+    heads = [f"## {check.name} timed out: `{check.command}`" if code is None else
+             f"## {check.name} failed (exit code {code}): `{check.command}`"
              for check, code, _ in failed]
     fixed = sum(len(h) + 2 for h in heads) + sum(len(ln) + 1 for ln in lines)
     share = max(200, (limit - fixed) // len(failed))

@@ -132,6 +132,7 @@ def test_the_same_idempotency_key_names_the_same_job(client, alice) -> None:
     ({"max_iterations": 0}, "max_iterations", "greater than or equal to 1"),
     ({"max_iterations": "3"}, "max_iterations", "valid integer"),
     ({"task": "a\u0000b"}, "task", "NUL"),
+    ({"task": "   \n\t"}, "task", "must not be blank"),
     ({"surprise": 1}, "surprise", "Extra inputs"),
 ], ids=lambda v: str(v)[:30])
 def test_bad_input_is_a_422_naming_the_field_and_writes_nothing(

@@ -49,6 +49,22 @@ def test_a_change_that_breaks_a_passing_test_is_not_verified(
     assert result["tests_passed"] is False
 
 
+def test_skipping_the_failing_test_is_not_fixing_it(
+        alice: Caller, repos: Path, model: FakeAnthropic) -> None:
+    # A model told to make CI green marks the failing test skipped: pytest exits 0
+    model.script = fixer("test_calc.py", "def test_add():",
+                         "import pytest\n\n\n@pytest.mark.skip('flaky')\ndef test_add():")
+    bare = bare_repo(repos, "skipper", {
+        **CALC, "test_more.py": "def test_ok():\n    assert True\n"})
+    r = alice.post(f"/api/projects/{alice.project}/code-tasks",
+                   {"repo_url": str(bare), "task": "test_add is flaky, make CI green",
+                    "max_iterations": 1})
+    job = wait_for(r.get_json()["job_id"], "completed", "failed", timeout=TIMEOUT)
+    result = job["result"]
+    assert result["fixed"] == [] and result["unproven"] == ["test_calc::test_add"]
+    assert result["tests_passed"] is False and result["verdict"] == "unverified"
+
+
 def test_a_wrong_fix_goes_out_as_a_draft_that_says_verification_failed(
         alice: Caller, repos: Path, model: FakeAnthropic, fake_github: FakeGithub) -> None:
     model.script = fixer("calc.py", "a * b", "a - b")  # wrong, and the same every round

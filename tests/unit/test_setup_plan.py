@@ -61,7 +61,8 @@ def test_the_verdict_against_the_baseline() -> None:
     before = [run("pytest", False, ["t::legacy", "t::target"])]
     fixed = verify.verdict(before, [run("pytest", False, ["t::legacy"], ["t::target"])])
     assert (fixed.passed, fixed.fixed, fixed.broken) == (True, ["t::target"], [])
-    broke = verify.verdict(before, [run("pytest", False, ["t::legacy", "t::other"])])
+    broke = verify.verdict(before, [run("pytest", False, ["t::legacy", "t::other"],
+                                        ["t::target"])])
     assert (broke.passed, broke.fixed, broke.broken) == (False, ["t::target"], ["t::other"])
     same = verify.verdict(before, [run("pytest", False, ["t::legacy", "t::target"])])
     assert not same.passed

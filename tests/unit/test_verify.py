@@ -29,6 +29,8 @@ from tasks.coding.verify import (
     passed,
     runner_missing,
     truncate,
+    verdict,
+    verdict_notes,
 )
 
 NPM_DEFAULT = 'echo "Error: no test specified" && exit 1'
@@ -373,3 +375,60 @@ def test_a_runner_that_is_not_installed_is_told_apart(check, exit_code, output, 
 ])
 def test_a_check_that_ran_and_failed_is_not_a_missing_runner(check, exit_code, output):
     assert runner_missing(check, exit_code, output) is None
+
+
+def _pytest_run(passed_ids: list[str], failed_ids: list[str]) -> dict:
+    return {"name": "pytest", "command": PYTEST.command, "passed": not failed_ids,
+            "tests": {"passed": passed_ids, "failed": failed_ids}}
+
+
+def _opaque_run(name: str, ok: bool) -> dict:
+    return {"name": name, "command": f"make {name}", "passed": ok, "tests": None}
+
+
+BASELINE = [_pytest_run(["t::a"], ["t::fahrenheit", "t::freezing"])]
+
+
+def test_a_failing_test_is_fixed_only_when_it_passes_now() -> None:
+    fixed = verdict(BASELINE, [_pytest_run(["t::a", "t::fahrenheit", "t::freezing"], [])])
+    assert fixed.passed and fixed.fixed == ["t::fahrenheit", "t::freezing"]
+    # Skipped (a JUnit report names it neither passed nor failed) or deleted: not fixed
+    skipped = verdict(BASELINE, [_pytest_run(["t::a"], [])])
+    assert not skipped.passed and skipped.fixed == []
+    assert skipped.unproven == ["t::fahrenheit", "t::freezing"]
+    half = verdict(BASELINE, [_pytest_run(["t::a", "t::fahrenheit"], [])])
+    assert not half.passed and half.fixed == ["t::fahrenheit"] and half.unproven == ["t::freezing"]
+
+
+def test_a_check_that_ran_at_the_baseline_and_runs_no_more_is_failing() -> None:
+    gone = verdict(BASELINE, [])
+    assert not gone.passed and "[pytest]" in gone.unproven
+    other = verdict([*BASELINE, _opaque_run("lint", True)], [_opaque_run("lint", True)])
+    assert not other.passed and "[pytest]" in other.unproven
+
+
+def test_a_check_without_a_report_still_failing_cannot_be_verified() -> None:
+    # `make test` failed at the baseline (a LICENSE missing) and fails now, perhaps for new
+    # reasons too: nothing tells; the tests with a report being fixed does not make it pass
+    before = [*BASELINE, _opaque_run("test", False)]
+    after = [_pytest_run(["t::a", "t::fahrenheit", "t::freezing"], []), _opaque_run("test", False)]
+    judged = verdict(before, after)
+    assert not judged.passed and judged.fixed == ["t::fahrenheit", "t::freezing"]
+    assert judged.failing == ["[test]"]
+    # ... while a reportless check that fails no more is fixed like a test
+    cured = verdict(before, [after[0], _opaque_run("test", True)])
+    assert cured.passed and "[test]" in cured.fixed
+
+
+def test_why_a_round_is_not_verified_reads_in_the_summary() -> None:
+    judged = verdict(BASELINE, [_pytest_run(["t::a"], [])])
+    said = verdict_notes(judged)
+    assert "t::fahrenheit" in said and "skipped or removed" in said
+    assert verdict_notes(verdict(BASELINE, [_pytest_run(["t::a", "t::fahrenheit",
+                                                         "t::freezing"], [])])) == ""
+
+
+def test_a_check_that_timed_out_is_said_to_have_timed_out() -> None:
+    summary = failure_summary([(PYTEST, None, ".")])
+    assert "## pytest timed out: `python3 -m pytest" in summary
+    assert "exit code None" not in summary

@@ -10,7 +10,7 @@ import os
 from functools import lru_cache
 
 from tasks.services.llm.types import LLMClient, LLMRequest, LLMResult, ToolCall, Usage
-from tasks.settings import SettingsError, get_settings
+from tasks.settings import Settings, SettingsError, add_check, get_settings
 
 __all__ = ["LLMClient", "LLMRequest", "LLMResult", "ToolCall", "Usage", "client_for",
            "get_client", "reset_client"]
@@ -37,9 +37,9 @@ def client_for(provider: str, model: str) -> LLMClient:
     return _client_for_process(os.getpid(), provider, model)
 
 
-def unconfigured(provider: str) -> str | None:
+def unconfigured(provider: str, settings: Settings | None = None) -> str | None:
     """What the operator must set before `provider` can answer, or None when it can."""
-    settings = get_settings()
+    settings = settings or get_settings()
     if provider == "anthropic" and not settings.anthropic_api_key:
         return "SWITCHYARD_LLM_PROVIDER=anthropic needs ANTHROPIC_API_KEY"
     if provider == "openai" and not settings.openai_api_key and not settings.openai_base_url:
@@ -94,3 +94,22 @@ def _build(provider: str, model: str) -> LLMClient:
                               max_tokens_cap=settings.llm_max_tokens)
     raise SettingsError(f"SWITCHYARD_LLM_PROVIDER must be one of {PROVIDERS}, "
                         f"got {provider!r}")
+
+
+def _check(settings: Settings) -> None:
+    """The default provider and each role's must be known and configured when a process
+    starts: found only when a job first called a model, the operator's mistake failed every
+    attempt of every job, in the tenant's words."""
+    from tasks.services.llm.roles import operator_choices
+
+    if settings.llm_provider not in PROVIDERS:
+        raise ValueError(f"SWITCHYARD_LLM_PROVIDER must be one of {PROVIDERS}, "
+                         f"got {settings.llm_provider!r}")
+    providers = {settings.llm_provider} | {
+        p for p, _ in operator_choices(settings.llm_role_models).values() if p}
+    for provider in sorted(providers):
+        if (missing := unconfigured(provider, settings)) is not None:
+            raise ValueError(missing)
+
+
+add_check(_check)

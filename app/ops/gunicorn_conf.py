@@ -14,6 +14,11 @@ import signal
 import threading
 from typing import Any
 
+# gunicorn 25's control socket defaults to one path per user ($XDG_RUNTIME_DIR or
+# ~/.gunicorn/gunicorn.ctl): every web process of a user, old and new in a rolling deploy
+# or two `up`s, would fight over it. Nothing here uses gunicornc.
+control_socket_disable = True
+
 
 def post_worker_init(worker: Any) -> None:
     from app.ops import lingering

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 import psycopg
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from sqlalchemy import text as sql_text
 from sqlalchemy.exc import DBAPIError
 
 from tasks.settings import libpq_url, read_settings
@@ -32,6 +35,33 @@ def alembic_config(database_url: str | None = None) -> Config:
         cfg.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
     cfg.attributes["configure_logger"] = False
     return cfg
+
+
+@functools.cache
+def _known() -> tuple[str, frozenset[str]]:
+    """This code's newest migration, and every migration it knows."""
+    script = ScriptDirectory.from_config(alembic_config())
+    return str(script.get_current_head()), frozenset(r.revision for r in script.walk_revisions())
+
+
+def schema_problem(version: str | None) -> str | None:
+    """What is wrong with a database at `version` (alembic_version's, None: no such table)
+    for this code, or None. A newer migration than this code knows is no problem: during a
+    rolling deploy the old processes serve while `release` migrates ahead of them."""
+    head, known = _known()
+    if version is None:
+        return "not migrated: run `switchyard migrate`"
+    if version != head and version in known:
+        return f"at migration {version}, this code needs {head}: run `switchyard migrate`"
+    return None
+
+
+def database_version(conn: Any) -> str | None:
+    """alembic_version's revision, read on a SQLAlchemy session or connection (None: the
+    table does not exist, nothing was ever migrated)."""
+    if conn.execute(sql_text("SELECT to_regclass('alembic_version')")).scalar() is None:
+        return None  # (a query naming a missing table fails as it is parsed: asked apart)
+    return conn.execute(sql_text("SELECT version_num FROM alembic_version LIMIT 1")).scalar()
 
 
 def upgrade(database_url: str | None = None, revision: str = "head") -> None:

@@ -14,6 +14,7 @@ from app.http import db
 from app.http.auth import client_bucket
 from app.http.errors import DATABASE_RETRY_AFTER, ApiError
 from app.http.ratelimit import RateLimiter
+from app.ops.migrations import database_version, schema_problem
 from tasks.celery_app import app as celery_app
 
 bp = Blueprint("health", __name__)
@@ -49,11 +50,14 @@ def readyz():
     try:
         db.session().execute(text("SELECT 1"))
         checks["database"] = "ok"
+        # An unmigrated database answered "ready", then every request failed with a 500
+        checks["schema"] = schema_problem(database_version(db.session())) or "ok"
     except Exception as exc:
-        checks["database"] = f"error: {type(exc).__name__}"
+        checks.setdefault("database", f"error: {type(exc).__name__}")
     checks["broker"] = _broker_status()
     if any(v != "ok" for v in checks.values()):  # a 5xx body has the contract's error shape
-        raise ApiError(503, "not_ready", "the database or the broker does not answer",
+        wrong = [f"{name}: {v}" for name, v in checks.items() if v != "ok"]
+        raise ApiError(503, "not_ready", "not ready (" + "; ".join(wrong) + ")",
                        {"checks": checks}, headers={"Retry-After": DATABASE_RETRY_AFTER})
     return jsonify({"status": "ready", "checks": checks})
 

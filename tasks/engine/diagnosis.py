@@ -62,6 +62,7 @@ class Facts:
     scoped: bool = False  # counts and names cover the viewer's own jobs only
     stale_after_seconds: float = 60.0
     sweep_seconds: float = 5.0
+    sweeps_seen_at: datetime | None = None  # the dispatch sweep's last run: beat is alive
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,18 @@ def _peers(peers: list[Peer]) -> str:
     return shown + (f" and {len(peers) - 5} more" if len(peers) > 5 else "")
 
 
+def _sweeps_note(f: Facts) -> str:
+    """When the job waits for a sweep and none has run lately, beat is down: say so (the
+    sentence promised "the next sweep" for as long as beat stayed dead)."""
+    if f.sweeps_seen_at is None:
+        return " But no sweep has run yet: is beat running? Start it with `switchyard beat`."
+    quiet = (f.now - f.sweeps_seen_at).total_seconds()
+    if quiet <= max(30.0, 6 * f.sweep_seconds):
+        return ""
+    return (f" But no sweep has run for {_span(quiet)}: is beat running? Start it with "
+            "`switchyard beat`.")
+
+
 def diagnose(f: Facts) -> Diagnosis:
     status = JobStatus(f.status)
     if status == JobStatus.COMPLETED:
@@ -124,7 +137,8 @@ def _waiting(f: Facts) -> Diagnosis:
         return Diagnosis("sleeping", f"It is sleeping until {f.wake_at:%Y-%m-%d %H:%M:%S} UTC "
                          f"({until(f.now, f.wake_at)}).")
     return Diagnosis("ready_to_resume", "Everything it waited for is done; the next sweep "
-                     f"(every {f.sweep_seconds:g}s) puts it back in the queue.")
+                     f"(every {f.sweep_seconds:g}s) puts it back in the queue."
+                     + _sweeps_note(f))
 
 
 def _running(f: Facts) -> Diagnosis:
@@ -140,7 +154,7 @@ def _running(f: Facts) -> Diagnosis:
                 else f"last sent a heartbeat {ago(f.now, beat)}")
         return Diagnosis("worker_lost", f"It is marked running {where}, which {seen} "
                          f"(stale after {f.stale_after_seconds:g}s); the sweep will reclaim it "
-                         "and run it again from its last completed step.")
+                         "and run it again from its last completed step." + _sweeps_note(f))
     return Diagnosis("running", f"It is running {where} (last heartbeat {ago(f.now, beat)})"
                      f"{step}, attempt {f.attempts} of {f.max_attempts}.")
 
@@ -173,7 +187,7 @@ def _queued(f: Facts) -> Diagnosis:
                          f"with `switchyard worker -Q {f.queue}`.")
     published = (f" Its wake-up was published {ago(f.now, f.dispatched_at)}."
                  if f.dispatched_at else " It is not sent to a worker yet: the dispatch sweep "
-                 f"(every {f.sweep_seconds:g}s) sends it.")
+                 f"(every {f.sweep_seconds:g}s) sends it." + _sweeps_note(f))
     ahead = (f"{f.queued_ahead} of your job(s) sent before it" if f.scoped
              else f"{f.queued_ahead} job(s) sent before it") + _tied(f.queued_tied, "sent")
     if f.others_ahead:
@@ -192,7 +206,9 @@ SELECT now() AS now, j.id::text AS id, j.job_type, j.status, j.queue, j.attempts
     w.last_seen_at AS worker_seen_at, j.wake_at, j.wait_reason, j.completed_at,
     j.dispatched_at, j.cancel_requested, j.concurrency_key, j.concurrency_limit,
     s.name AS current_step, s.started_at AS step_started_at,
-    j.wait_for, j.priority, j.project_id
+    j.wait_for, j.priority, j.project_id,
+    (SELECT ran_at FROM sweep_runs WHERE sweep = 'dispatch_due' ORDER BY tick DESC LIMIT 1)
+        AS sweeps_seen_at
 FROM agent_jobs j
 LEFT JOIN worker_heartbeats w ON w.worker = j.locked_by AND j.status = 'running'
 LEFT JOIN LATERAL (SELECT name, started_at FROM job_steps

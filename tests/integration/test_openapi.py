@@ -394,7 +394,9 @@ def test_not_ready_answers_503_with_the_error_shape(app, monkeypatch) -> None:
     assert response.status_code == 503
     error = response.get_json()["error"]
     assert error["code"] == "not_ready"
-    assert error["details"]["checks"] == {"database": "ok", "broker": "error: ConnectionError"}
+    assert error["details"]["checks"] == {"database": "ok", "schema": "ok",
+                                          "broker": "error: ConnectionError"}
+    assert error["message"] == "not ready (broker: error: ConnectionError)"
 
 
 def test_sequences_of_calls_never_answer_5xx(world: World) -> None:

@@ -33,7 +33,7 @@ CASES = [
     ("llm_budget", facts(status="waiting", wait_reason="llm_budget",
                          wake_at=NOW + timedelta(hours=12)),
      ["budget", "resets"]),  # flow control by money waits, and says why
-    ("ready_to_resume", facts(status="waiting"), ["next sweep"]),  # nothing left to wait for
+    ("ready_to_resume", facts(status="waiting"), ["next sweep", "no sweep has run yet"]),
     ("retrying", facts(attempts=1, last_error="RetryableError: flaky",
                        run_after=NOW + timedelta(seconds=30)),
      ["retrying", "flaky", "attempt 2 of 3", "in 30s"]),  # which error, next attempt when
@@ -57,6 +57,11 @@ CASES = [
      ["its owner has 2 job(s)", "0 of its owner's waiting"]),  # before "no worker": held here
     ("queued", facts(owner_cap=16, owner_places=15),  # room left: the sweep sends it
      ["queued on 'default'", "not sent to a worker yet", "dispatch sweep (every 5s)"]),
+    ("queued", facts(sweeps_seen_at=NOW - timedelta(minutes=3)),  # ... unless beat is dead
+     ["the dispatch sweep (every 5s) sends it. But no sweep has run for 3 min",
+      "is beat running", "`switchyard beat`"]),
+    ("ready_to_resume", facts(status="waiting", sweeps_seen_at=NOW - timedelta(seconds=4)),
+     ["puts it back in the queue."]),  # beat alive: nothing more to say
     ("queued", facts(queued_ahead=2, queued_tied=40, dispatched_at=NOW),  # sent in one batch
      ["behind 2 job(s) sent before it (and up to 40 sent at the same moment)"]),
     ("owner_limit", facts(owner_cap=2, owner_places=2, owner_ahead=1, owner_tied=599),

@@ -352,7 +352,8 @@ DEFAULT_MODELS = {"scripted": "scripted-1", "anthropic": "claude-sonnet-4-6",
 
 
 DATABASE_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg", "postgresql+psycopg2")
-BROKER_SCHEMES = ("redis", "rediss", "amqp", "amqps", "pyamqp", "memory")
+BROKER_SCHEMES = ("redis", "rediss", "redis+socket", "socket", "unix", "sentinel", "amqp", "amqps",
+                  "pyamqp", "memory")
 
 
 def _check_url(name: str, url: str, schemes: tuple[str, ...], wanted: str) -> None:

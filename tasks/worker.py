@@ -6,6 +6,8 @@ import atexit
 import functools
 import logging
 import os
+import threading
+import time
 
 from celery import Celery, signals
 from celery.apps.worker import Worker as CommandWorker
@@ -24,6 +26,7 @@ from tasks.engine import (
     telemetry,
 )
 from tasks.engine.store import Finished
+from tasks.settings import get_settings
 from tasks.startup import schedules
 
 log = logging.getLogger(__name__)
@@ -36,7 +39,16 @@ def run_job(job_id: str) -> str:
 
 @app.task(name=SWEEP, ignore_result=True)
 def sweep() -> dict[str, int | None]:
-    return sweeps.run_sweeps()
+    try:
+        return sweeps.run_sweeps()
+    except Exception as exc:
+        if not pg.is_connection_error(exc):
+            raise
+        # The database restarting is no bug: one line, and the next tick sweeps again
+        # (Celery logged each as an ERROR with its traceback, which pages an operator).
+        log.warning("sweep skipped: the database is unreachable (%s)", pg.first_line(exc),
+                    extra={"action": "sweep_skipped"})
+        return {}
 
 
 @app.task(name=SCHEDULE, ignore_result=True)
@@ -83,6 +95,29 @@ def _on_worker_ready(sender=None, **_: object) -> None:
 @signals.worker_shutting_down.connect
 def _on_shutting_down(**_: object) -> None:
     lifecycle.request_shutdown()
+    threading.Thread(target=_hand_back_after_grace, name="hand-back", daemon=True).start()
+
+
+HAND_BACK_MARGIN = 2.0  # s past the grace period: before `up` (grace + 10 s) kills the worker
+
+
+def _hand_back_after_grace() -> None:
+    """A step longer than the grace period never reaches the boundary where its job is
+    handed back: whoever stopped the worker then killed it, the job went stale, and the
+    stale sweep charged it an attempt (Ctrl-C at `up` during a long command or model call;
+    a thread pool's cold shutdown waits for its threads). Past the grace period the worker
+    gives back what it still runs, costing no attempt, and exits at once: nothing of the
+    abandoned step goes on beside the next run, and its late writes are fenced anyway. The
+    wake-ups are not sent from a process about to vanish: the dispatch sweep re-sends them
+    (SWITCHYARD_REDISPATCH_AFTER_SECONDS)."""
+    time.sleep(get_settings().shutdown_grace_seconds + HAND_BACK_MARGIN)
+    if not lifecycle.holds_runs():
+        return
+    rows = lifecycle.release_all()
+    log.warning("grace period over: %d job(s) handed back mid-step, exiting", len(rows),
+                extra={"action": "hand_back_mid_step"})
+    logging.shutdown()
+    os._exit(0)
 
 
 @signals.worker_shutdown.connect

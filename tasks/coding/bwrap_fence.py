@@ -49,6 +49,7 @@ class Mounts:
     env: Path | None = None  # the repository's set-up environment, bound at ENV_DIR
     env_writable: bool = False  # only while the setup phase fills it
     node_modules: Path | None = None  # the environment's, bound over the checkout's
+    node_caches: tuple[tuple[Path, str], ...] = ()  # (the command's own dir, name in it)
     tools: Path | None = None  # the worker's installer binaries (uv), bound at TOOLS_DIR
 
 
@@ -71,7 +72,10 @@ def drop_user(policy: RunPolicy, host: Host) -> list[str]:
 
 
 def limits(policy: RunPolicy, host: Host) -> list[str]:
-    return [host.prlimit, f"--as={policy.memory_mb * MB}", f"--nproc={policy.max_processes}",
+    # RLIMIT_DATA, not RLIMIT_AS: memory written to counts, address space merely reserved
+    # does not. WebAssembly reserves gigabytes of guard pages it never touches, and under
+    # --as node could not instantiate a module (vitest, esbuild's wasm build hung or died).
+    return [host.prlimit, f"--data={policy.memory_mb * MB}", f"--nproc={policy.max_processes}",
             f"--fsize={policy.max_file_mb * MB}", "--core=0", "--"]
 
 
@@ -109,6 +113,8 @@ def filesystem(policy: RunPolicy, mounts: Mounts) -> list[str]:
         argv += ["--bind" if mounts.env_writable else "--ro-bind", str(mounts.env), ENV_DIR]
     if mounts.node_modules is not None:
         argv += ["--ro-bind", str(mounts.node_modules), f"{WORKSPACE}/node_modules"]
+        for own, name in mounts.node_caches:
+            argv += ["--bind", str(own), f"{WORKSPACE}/node_modules/{name}"]
     if mounts.tools is not None:
         argv += ["--ro-bind", str(mounts.tools), TOOLS_DIR]
     return [*argv, "--remount-ro", "/", "--chdir", WORKSPACE]

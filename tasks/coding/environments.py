@@ -74,6 +74,11 @@ def root_dir() -> Path:
     return get_settings().data_dir / "environments"
 
 
+# What test runners write inside node_modules: vitest its results (.vite/vitest), babel and
+# others their caches (.cache). Read-only, vitest exited 1 with EROFS after every test passed.
+NODE_CACHES = (".vite", ".cache")
+
+
 def path_for(key: str) -> Path:
     return root_dir() / key
 
@@ -86,8 +91,10 @@ def mounts(key: str, plan_variables: dict[str, str], *, writable: bool = False,
     variables = {k: v for k, v in plan_variables.items() if k != "PATH_PREFIX"}
     variables["PATH"] = f"{prefix}:{SANDBOX_PATH}" if prefix else SANDBOX_PATH
     node = where / "node" / "node_modules"
-    return EnvMounts(root=where, writable=writable,
-                     node_modules=node if not writable and _inside(node, where) else None,
+    bound = not writable and _inside(node, where)
+    return EnvMounts(root=where, writable=writable, node_modules=node if bound else None,
+                     node_caches=tuple(n for n in NODE_CACHES
+                                       if bound and _inside(node / n, where)),
                      tools=tools, variables=variables)
 
 
@@ -160,6 +167,10 @@ def set_up(root: Path, plan: setup_plan.SetupPlan, key: str, policy: RunPolicy,
             return {"key": key, "status": "failed", "error": failed, "output": text,
                     "kinds": list(plan.kinds), "notes": list(plan.notes),
                     "seconds": round(time.monotonic() - started, 3)}
+        node_modules = building / "node" / "node_modules"
+        if node_modules.is_dir() and not node_modules.is_symlink():
+            for name in NODE_CACHES:  # where each command gets a writable dir of its own
+                (node_modules / name).mkdir(exist_ok=True)
         seconds = round(time.monotonic() - started, 3)
         size = _size(building)
         shutil.rmtree(path_for(key), ignore_errors=True)

@@ -26,6 +26,9 @@ class EnvMounts:
     root: Path  # bound at bwrap_fence.ENV_DIR
     writable: bool = False  # only while the setup phase fills it
     node_modules: Path | None = None
+    # Directories in node_modules a test runner writes to (vitest's results in .vite), which
+    # a command gets writable, its own and empty, over the read-only node_modules
+    node_caches: tuple[str, ...] = ()
     tools: Path | None = None  # the worker's installers (uv), for the setup phase
     variables: dict[str, str] = field(default_factory=dict)  # PATH first, VIRTUAL_ENV, ...
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -215,8 +216,10 @@ def diff_text(dest: Path, base_sha: str, limit: int) -> str:
 
 
 def branch_name(job_id: str, task: str) -> str:
-    """switchyard/<first 8 of the job id>-<the task as a slug of at most 40 characters>."""
-    slug = SLUG.sub("-", task.lower()).strip("-")[:40].strip("-") or "task"
+    """switchyard/<first 8 of the job id>-<the task as a slug of at most 40 characters>;
+    accented letters lose their accents ("Ünïcode" was "n-code", not "unicode")."""
+    plain = unicodedata.normalize("NFKD", task).encode("ascii", "ignore").decode()
+    slug = SLUG.sub("-", plain.lower()).strip("-")[:40].strip("-") or "task"
     return _check_branch(f"switchyard/{str(job_id)[:8]}-{slug}")
 
 

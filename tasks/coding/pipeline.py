@@ -131,6 +131,16 @@ def setup(agent: Agent) -> dict[str, Any]:
     return out
 
 
+def subject(task: str, limit: int = 72) -> str:
+    """A commit's subject line: the task's first line, cut at a word with an ellipsis when
+    longer than `limit` (it was cut mid-word: "…so the test")."""
+    line = (task.strip().splitlines() or ["Changes"])[0].strip()
+    if len(line) <= limit:
+        return line
+    cut = line[:limit - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:.-") + "…"
+
+
 def setup_result(out: dict[str, Any]) -> dict[str, Any]:
     """The setup as the job's result tells it; a failed one with its error and the end of
     its output (the installer's own words), which otherwise showed only as tests failing."""
@@ -382,8 +392,7 @@ def deliver(agent: Agent, *, task: str, base_branch: str, github_repo: str | Non
     artifacts.write(ctx, kind="patch", name="changes.patch", content_type="text/x-diff",
                     data=patch.encode())
     branch = git.branch_name(str(ctx.job_id), task)
-    message = (f"{task.strip().splitlines()[0][:72]}\n\n"
-               f"By Switchyard's coding agent (job {ctx.job_id}).")
+    message = (f"{subject(task)}\n\nBy Switchyard's coding agent (job {ctx.job_id}).")
     commit = agent.step_in_checkout("push", git.commit_and_push, checkout.ws.root,
                                     branch=branch, message=message, token=checkout.token)
     pr_url = None

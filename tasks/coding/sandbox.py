@@ -178,10 +178,18 @@ def _mounts(workspace: Path, home: Path, tmp: Path, policy: RunPolicy, host: Hos
     if git.is_symlink():  # bound read-only by name: a link would protect its target instead
         raise SandboxUnavailable(f"{git} is a symbolic link: refusing to run commands there")
     e = env_mounts
+    caches = []
+    for name in e.node_caches if e and e.node_modules else ():
+        own = tmp.parent / f"node{name}"  # beside this command's HOME and /tmp, gone with them
+        own.mkdir(mode=0o700)
+        if host.as_root:
+            hand_over([own], policy)
+        caches.append((own, name))
     return Mounts(workspace=workspace, git=git if git.exists() else None, tmp=tmp, home=home,
                   egress=egress_proxy.socket_dir(policy.egress) if policy.network else None,
                   env=e.root if e else None, env_writable=bool(e and e.writable),
-                  node_modules=e.node_modules if e else None, tools=e.tools if e else None)
+                  node_modules=e.node_modules if e else None, node_caches=tuple(caches),
+                  tools=e.tools if e else None)
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str], policy: RunPolicy) -> CommandResult:

@@ -53,17 +53,18 @@ def parse(data: dict[str, Any]) -> Session:
 
 
 @lru_cache(maxsize=4)
-def _load(directories: tuple[str, ...]) -> tuple[Session, ...]:
-    found = []
-    for directory in directories:
-        for path in sorted(Path(directory).glob("*.json")):
-            found.append(parse(json.loads(path.read_text())))
-    return tuple(found)
+def _load(files: tuple[tuple[str, float], ...]) -> tuple[Session, ...]:
+    return tuple(parse(json.loads(Path(path).read_text())) for path, _ in files)
 
 
 def sessions() -> tuple[Session, ...]:
+    """The recorded sessions, read again when a file in the directories is added, removed or
+    changed (one written beside a running worker was ignored until it restarted)."""
     extra = os.environ.get("SWITCHYARD_SCRIPTED_SESSIONS", "")
-    return _load(tuple(d for d in (str(BUILT_IN), extra) if d))
+    files = tuple((str(path), path.stat().st_mtime)
+                  for directory in (str(BUILT_IN), extra) if directory
+                  for path in sorted(Path(directory).glob("*.json")))
+    return _load(files)
 
 
 def find(task: str) -> Session | None:

@@ -87,6 +87,12 @@ def holding(token: uuid.UUID, job_id: uuid.UUID) -> None:
         _runs[token] = job_id
 
 
+def holds_runs() -> bool:
+    """Whether a thread of this process runs a job now."""
+    with _lock:
+        return bool(_runs)
+
+
 def released(token: uuid.UUID) -> None:
     with _lock:
         _runs.pop(token, None)
@@ -122,11 +128,14 @@ def _beat_forever() -> None:
         try:
             beat_once()
             wait, failing = interval, False
-        except Exception:
+        except Exception as exc:
             # Reconnect at once and keep trying every fraction of the interval: a live
             # job must not go stale because its worker lost the database for a moment.
-            log.warning("heartbeat failed; retrying", extra={"action": "heartbeat_failed"},
-                        exc_info=not failing)
+            # A lost connection is one line (a restart is no bug); anything else its trace.
+            lost = pg.is_connection_error(exc)
+            log.warning("heartbeat failed (%s); retrying", pg.first_line(exc) if lost
+                        else type(exc).__name__, extra={"action": "heartbeat_failed"},
+                        exc_info=not (failing or lost))
             wait, failing = min(interval, 0.25), True
 
 

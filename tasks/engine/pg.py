@@ -197,6 +197,11 @@ def db_now() -> datetime:
 _CONNECTION_STATES = ("08", "57P01", "57P02", "57P03")
 
 
+def first_line(exc: BaseException) -> str:
+    """An error's first line, for a one-line log of a fault that needs no traceback."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
 def is_connection_error(exc: BaseException) -> bool:
     if not isinstance(exc, psycopg.OperationalError):
         return False

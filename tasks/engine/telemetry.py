@@ -53,12 +53,16 @@ def setup(default_service: str, exporter: Any = None) -> bool:
     from opentelemetry.sdk.resources import OTELResourceDetector, Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
 
     service = os.environ.get("OTEL_SERVICE_NAME") or default_service
     resource = Resource.create({"service.name": service}).merge(OTELResourceDetector().detect())
     provider = TracerProvider(resource=resource)
+    # Statements are spans inside a piece of work, never traces of their own: the heartbeat
+    # and the sweeps, every few seconds, made ~400 one-span root traces a minute per worker.
+    statements = TracerProvider(resource=resource, sampler=ParentBased(root=ALWAYS_OFF))
     if exporter is not None:
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        processor: Any = SimpleSpanProcessor(exporter)
     else:
         protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
         if protocol != "http/protobuf":
@@ -66,23 +70,26 @@ def setup(default_service: str, exporter: Any = None) -> bool:
                         "over http/protobuf", protocol)
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        processor = BatchSpanProcessor(OTLPSpanExporter())
+    provider.add_span_processor(processor)
+    statements.add_span_processor(processor)
     if exporter is None:  # a test's provider is its own: the global can be set only once
         trace.set_tracer_provider(provider)
-    _instrument_libraries(provider)
+    _instrument_libraries(provider, statements)
     _state["tracer"] = provider.get_tracer("switchyard")
     _state["provider"] = provider
     return True
 
 
-def _instrument_libraries(provider: Any) -> None:
-    """The existing instrumentations: every statement (psycopg) and outbound call (httpx)."""
+def _instrument_libraries(provider: Any, statements: Any) -> None:
+    """The existing instrumentations: every statement (psycopg, on `statements`, which
+    drops those outside any span) and outbound call (httpx)."""
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
     from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
 
     psycopg, httpx = PsycopgInstrumentor(), HTTPXClientInstrumentor()
     if not psycopg.is_instrumented_by_opentelemetry:
-        psycopg.instrument(tracer_provider=provider)
+        psycopg.instrument(tracer_provider=statements)
     if not httpx.is_instrumented_by_opentelemetry:
         httpx.instrument(tracer_provider=provider, request_hook=_only_the_host)
 

@@ -4,6 +4,8 @@ Every call out is a step; the file is written once however often the job is retr
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -63,16 +65,24 @@ def _outline(ctx: JobContext, context: dict[str, Any], p: ReportPayload,
     return parse_outline(result.text).model_dump(mode="json")  # invalid → PermanentError
 
 
+def file_stem(topic: str) -> str:
+    """The report's file name, from its topic: every report was report.pdf, and a project's
+    Files could not tell two apart."""
+    plain = unicodedata.normalize("NFKD", topic).encode("ascii", "ignore").decode()
+    return re.sub(r"[^A-Za-z0-9]+", "-", plain).strip("-").lower()[:60].strip("-") or "report"
+
+
 def handle(ctx: JobContext, p: ReportPayload) -> dict[str, Any]:
     context = ctx.step("load-context", project_context, ctx.project_id)
     notes = ctx.step("research", _research, p.topic, p.sources)
     outline = Outline.model_validate(ctx.step("outline", _outline, ctx, context, p, notes))
     if p.format == "pptx":
         data, count = build_pptx(outline, p.max_slides)
-        name, content_type, unit = "report.pptx", PPTX, "slides"
+        content_type, unit = PPTX, "slides"
     else:
         data, count = build_pdf(outline)
-        name, content_type, unit = "report.pdf", "application/pdf", "pages"
+        content_type, unit = "application/pdf", "pages"
+    name = f"{file_stem(p.topic)}.{p.format}"
     artifact_id = artifacts.write(ctx, kind="report", name=name, content_type=content_type,
                                   data=data)
     if p.format == "pdf":  # its first page as the report's thumbnail

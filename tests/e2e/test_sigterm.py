@@ -98,3 +98,24 @@ def test_a_prefork_worker_releases_a_child_s_job_stuck_in_a_long_step_at_exit(
     assert (row["status"], row["attempts"]) == ("queued", 0), row
     assert p.status_events(job_id)[-1] == {"status": "queued", "from": "running",
                                            "reason": "worker shutdown"}
+
+
+@pytest.mark.parametrize("pool", ["threads", "solo"])
+def test_a_step_longer_than_the_grace_period_is_handed_back_without_a_second_signal(
+        procs: p.Procs, project: str, pool: str) -> None:
+    # Given a worker inside a step far longer than the grace period (a long command, a slow
+    # model call); a thread pool's cold shutdown would wait for it
+    a = procs.worker("a", pool=pool, concurrency=1)
+    job_id = _canary(project, 2, 60)
+    procs.wait(lambda: p.steps(job_id).get(1) == "running", 20, "step 1 running")
+    # When it gets SIGTERM and nothing else (Ctrl-C at up, which kills at grace + 10 s)
+    a.signal(15)
+    grace = get_settings().shutdown_grace_seconds
+    procs.wait(lambda: not a.alive(), grace + 8, "worker a to exit by itself")
+    # Then it gave the job back on its way out, costing no attempt (the stale sweep would
+    # have charged one)
+    row = p.job(job_id)
+    assert (row["status"], row["attempts"]) == ("queued", 0), row
+    assert p.status_events(job_id)[-1] == {"status": "queued", "from": "running",
+                                           "reason": "worker shutdown"}
+    assert "handed back mid-step" in a.text()

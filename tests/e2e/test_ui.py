@@ -699,7 +699,8 @@ def test_a_report_and_a_page_check_asked_for_on_the_project_page_show_their_file
         # and the screenshots as images
         files = page.locator("#artifacts .artifact")
         expect(files).to_have_count(4, timeout=90_000)
-        expect(page.locator("#artifacts a[download='report.pdf']")).to_be_visible()
+        # named after its topic (every report was report.pdf)
+        expect(page.locator("#artifacts a[download='tide-aware-scheduling.pdf']")).to_be_visible()
         thumbs = page.locator("#artifacts img.thumb")
         expect(thumbs).to_have_count(3)
         page.wait_for_function("() => [...document.querySelectorAll('#artifacts img.thumb')]"

@@ -131,6 +131,29 @@ def test_a_node_package_gets_its_dependencies(alice: Caller, repos: Path,
     assert job["result"]["setup"]["kinds"] == ["node"]
 
 
+def test_a_vitest_project_verifies(alice: Caller, repos: Path, model: FakeAnthropic) -> None:
+    # vitest loads WebAssembly (which reserves gigabytes it never touches: RLIMIT_AS refused
+    # it and the run hung to its timeout) and writes its results into node_modules/.vite
+    # (read-only: exit 1 with EROFS once every test had passed)
+    model.script = fixer("slug.js", "'.'", "''")
+    bare = bare_repo(repos, "slugkit", {
+        "package.json": '{"name": "slugkit", "version": "1.0.0", "type": "module", '
+                        '"scripts": {"test": "vitest run"}, '
+                        '"devDependencies": {"vitest": "1.6.0"}}\n',
+        "slug.js": "export const cut = (s, n) => s.slice(0, n) + '.';\n",
+        "slug.test.js": "import { expect, test } from 'vitest';\n"
+                        "import { cut } from './slug.js';\n\n"
+                        "test('cuts plainly', () => {\n"
+                        "  expect(cut('harbour', 4)).toBe('harb');\n});\n",
+    })
+    job = run(alice, bare, "cut adds a dot; the test expects a plain cut")
+    result = job["result"]
+    assert result["setup"]["status"] == "installed", result["setup"]
+    assert result["baseline"] == ["[npm test]"], result
+    assert result["tests_passed"] is True and result["verdict"] == "verified", \
+        setup_output(job["id"])
+
+
 def test_the_repositorys_setup_script_runs_first(alice: Caller, repos: Path,
                                                  model: FakeAnthropic) -> None:
     model.script = fixer("calc.py", "a * b", "a + b")

@@ -162,6 +162,17 @@ def test_memory_is_capped(ws: Workspace) -> None:
     assert big.exit_code != 0 and "MemoryError" in big.output and "allocated" not in big.output
 
 
+def test_webassembly_runs_under_the_memory_cap(ws: Workspace) -> None:
+    # V8 reserves gigabytes of address space for a wasm memory and touches a page of it:
+    # capped by address space (RLIMIT_AS) node could not make one (vitest hung, then died)
+    if shutil.which("node") is None:
+        pytest.fail("node is not installed (apt-get install nodejs)")
+    wasm = ("node -e \"const m = new WebAssembly.Memory({initial: 1}); "
+            "console.log('wasm', m.buffer.byteLength)\"")
+    ran = run_command(ws.root, wasm, policy(memory_mb=256))
+    assert ran.exit_code == 0 and "wasm 65536" in ran.output, ran.output
+
+
 @needs_root
 def test_a_fork_bomb_meets_the_process_limit(ws: Workspace) -> None:
     forker = ("import os, time\n"

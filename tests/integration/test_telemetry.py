@@ -102,6 +102,19 @@ def test_statements_on_a_connection_made_with_tracing_on_are_spans(db, spans):
     assert statements and all(s.parent.span_id == outer.context.span_id for s in statements)
 
 
+def test_a_statement_outside_any_work_is_no_trace_of_its_own(db, spans):
+    # The heartbeat's and the sweeps' statements, every few seconds: noise at the collector
+    from tasks.engine import pg
+
+    with pg.connect() as conn:
+        conn.execute("SELECT 'alone'")
+    with telemetry.span("work"), pg.connect() as conn:
+        conn.execute("SELECT 'inside'")
+    said = [str(s.attributes.get("db.statement")) for s in spans.get_finished_spans()
+            if s.attributes.get("db.system") == "postgresql"]
+    assert any("inside" in t for t in said) and not any("alone" in t for t in said), said
+
+
 def test_a_model_call_follows_the_genai_conventions(project, spans):
     req = LLMRequest(purpose="chat", system="", context={"user_message": "hi"},
                      messages=[{"role": "user", "content": "hi"}])

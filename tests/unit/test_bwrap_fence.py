@@ -50,7 +50,7 @@ def test_a_root_worker_drops_to_the_sandbox_uid_first(host: Host, drops: bool) -
     argv = bwrap_argv("true", POLICY, host, MOUNTS, SYSTEM)
     assert ("--reuid=65534" in argv) is drops and ("--bounding-set=-all" in argv) is drops
     assert argv[0] == ("/usr/bin/setpriv" if drops else "/usr/bin/prlimit")
-    assert "--as=536870912" in argv and "--core=0" in argv  # rlimits as before
+    assert "--data=536870912" in argv and "--core=0" in argv  # rlimits as before
 
 
 def test_a_root_worker_without_setpriv_is_refused() -> None:

@@ -322,7 +322,7 @@ def test_the_command_is_one_argument_behind_every_fence_of_the_unshare_fallback(
     assert argv.index("/usr/bin/unshare") < argv.index("/usr/bin/prlimit") \
         < argv.index("/usr/bin/setpriv") < argv.index("/bin/bash")
     assert "--net" in argv and "--reuid=65534" in argv and "--no-new-privs" in argv
-    assert "--as=536870912" in argv
+    assert "--data=536870912" in argv
     [online] = namespace_flags(RunPolicy(5, 512, 2000, network=True), True)
     assert "--net" in online and "--pid" in online  # no way out but bubblewrap's proxy
     unprivileged = namespace_flags(POLICY, False)

@@ -432,3 +432,16 @@ def test_a_check_that_timed_out_is_said_to_have_timed_out() -> None:
     summary = failure_summary([(PYTEST, None, ".")])
     assert "## pytest timed out: `python3 -m pytest" in summary
     assert "exit code None" not in summary
+
+
+def test_a_commit_subject_is_cut_at_a_word_and_a_branch_keeps_accented_letters() -> None:
+    from tasks.coding.git import branch_name
+    from tasks.coding.pipeline import subject
+
+    long = "fahrenheit() is off by 32 degrees for negative inputs: fix the conversion so the test"
+    said = subject(long + " passes\nmore detail")
+    assert len(said) <= 72 and said.endswith("…") and said[:-1] == long[:len(said) - 1]
+    assert long[len(said) - 1] == " "  # cut where a word ends
+    assert subject("Fix add\n\nbody") == "Fix add"
+    assert branch_name("0123456789", "Ünïcode straße naïve") == \
+        "switchyard/01234567-unicode-strae-naive"

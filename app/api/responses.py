@@ -403,6 +403,7 @@ class Health(Response):
 
 class ReadinessChecks(Response):
     database: str
+    migrations: str  # "ok", or what to run: a database not migrated to this code's newest
     broker: str
 
 

@@ -27,7 +27,7 @@ def test_an_unmigrated_database_is_not_ready_and_doctor_says_to_migrate(
         assert ready.status_code == 503, ready.text
         checks = ready.json()["error"]["details"]["checks"]
         assert checks["database"] == "ok"
-        assert checks["schema"] == "not migrated: run `switchyard migrate`"
+        assert checks["migrations"] == "not migrated: run `switchyard migrate`"
         doctor = subprocess.run(
             [str(Path(sys.executable).parent / "switchyard"), "doctor"],
             env={**os.environ, "DATABASE_URL": empty}, capture_output=True, text=True,

@@ -394,7 +394,7 @@ def test_not_ready_answers_503_with_the_error_shape(app, monkeypatch) -> None:
     assert response.status_code == 503
     error = response.get_json()["error"]
     assert error["code"] == "not_ready"
-    assert error["details"]["checks"] == {"database": "ok", "schema": "ok",
+    assert error["details"]["checks"] == {"database": "ok", "migrations": "ok",
                                           "broker": "error: ConnectionError"}
     assert error["message"] == "not ready (broker: error: ConnectionError)"
 

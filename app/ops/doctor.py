@@ -175,16 +175,14 @@ def _service(system: str, what: str, var: str, answers: Callable[[str], str | No
 def _pg_answers(url: str) -> str | None:
     import psycopg
 
-    from app.ops.migrations import schema_problem
+    from app.ops.migrations import database_version, schema_problem
 
     try:
         with psycopg.connect(url, connect_timeout=3) as conn:
-            found = conn.execute("SELECT to_regclass('alembic_version') IS NOT NULL").fetchone()
-            version = conn.execute("SELECT version_num FROM alembic_version LIMIT 1").fetchone() \
-                if found and found[0] else None
+            version = database_version(lambda sql: (conn.execute(sql).fetchone() or [None])[0])
     except psycopg.Error as exc:
         return f"cannot connect: {str(exc).strip().splitlines()[0]}"
-    return schema_problem(version[0] if version else None)
+    return schema_problem(version)
 
 
 def _broker_answers(url: str) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,6 @@ import psycopg
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import text as sql_text
 from sqlalchemy.exc import DBAPIError
 
 from tasks.settings import libpq_url, read_settings
@@ -56,12 +56,12 @@ def schema_problem(version: str | None) -> str | None:
     return None
 
 
-def database_version(conn: Any) -> str | None:
-    """alembic_version's revision, read on a SQLAlchemy session or connection (None: the
-    table does not exist, nothing was ever migrated)."""
-    if conn.execute(sql_text("SELECT to_regclass('alembic_version')")).scalar() is None:
+def database_version(scalar: Callable[[str], Any]) -> str | None:
+    """alembic_version's revision, asked through `scalar` (one SQL string → its first value:
+    the web's session or doctor's own connection); None when the table does not exist."""
+    if scalar("SELECT to_regclass('alembic_version')") is None:
         return None  # (a query naming a missing table fails as it is parsed: asked apart)
-    return conn.execute(sql_text("SELECT version_num FROM alembic_version LIMIT 1")).scalar()
+    return scalar("SELECT version_num FROM alembic_version LIMIT 1")
 
 
 def upgrade(database_url: str | None = None, revision: str = "head") -> None:

@@ -51,7 +51,8 @@ def readyz():
         db.session().execute(text("SELECT 1"))
         checks["database"] = "ok"
         # An unmigrated database answered "ready", then every request failed with a 500
-        checks["migrations"] = schema_problem(database_version(db.session())) or "ok"
+        version = database_version(lambda sql: db.session().execute(text(sql)).scalar())
+        checks["migrations"] = schema_problem(version) or "ok"
     except Exception as exc:
         checks.setdefault("database", f"error: {type(exc).__name__}")
     checks["broker"] = _broker_status()

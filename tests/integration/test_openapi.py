@@ -399,6 +399,18 @@ def test_not_ready_answers_503_with_the_error_shape(app, monkeypatch) -> None:
     assert error["message"] == "not ready (broker: error: ConnectionError)"
 
 
+def test_a_migrations_check_that_cannot_be_made_is_not_ready(app, monkeypatch) -> None:
+    from app.routes import health
+
+    def unreadable(version: str | None) -> str | None:
+        raise FileNotFoundError("alembic/versions")
+    monkeypatch.setattr(health, "schema_problem", unreadable)
+    response = app.test_client().get("/readyz")
+    assert response.status_code == 503, response.get_json()
+    checks = response.get_json()["error"]["details"]["checks"]
+    assert checks["database"] == "ok" and checks["migrations"] == "error: FileNotFoundError"
+
+
 def test_sequences_of_calls_never_answer_5xx(world: World) -> None:
     """Stateful: chains of calls along the links schemathesis finds between operations (an
     id a response gives, another operation's path parameter) — create a project, enqueue

@@ -6,6 +6,8 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from tasks.coding.gitsource import url_problem
+
 GITHUB_REPO = r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$"
 # A branch name git accepts and a shell or an option parser cannot misread.
 BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
@@ -39,6 +41,15 @@ class RunTaskPayload(BaseModel):
 
     _check_branch = field_validator("branch")(classmethod(lambda cls, v: _branch(v)))
     _check_task = field_validator("task")(classmethod(lambda cls, v: _not_blank(v)))
+    _check_repo_url = field_validator("repo_url")(classmethod(lambda cls, v: _cloneable(v)))
+
+
+def _cloneable(value: str | None) -> str | None:
+    # The syntax alone (no DNS, no file system): every route that enqueues a coding job
+    # refuses a URL git can never clone, rather than the job failing at its clone step.
+    if value is not None and (problem := url_problem(value)):
+        raise ValueError(problem)
+    return value
 
 
 def _not_blank(value: str) -> str:
@@ -54,3 +65,5 @@ class GenerateMvpPayload(BaseModel):
     description: str = Field(min_length=1, max_length=5000)
     repo_url: str | None = Field(None, min_length=1, max_length=2000)
     github_repo: str | None = Field(None, pattern=GITHUB_REPO)
+
+    _check_repo_url = field_validator("repo_url")(classmethod(lambda cls, v: _cloneable(v)))

@@ -147,6 +147,28 @@ def test_bad_input_is_a_422_naming_the_field_and_writes_nothing(
     assert _jobs(pid) == []
 
 
+@pytest.mark.parametrize("job_type", ["code.run_task", "code.generate_mvp"])
+@pytest.mark.parametrize("repo_url", ["git@github.com:acme/widgets.git",
+                                      "ext::sh -c touch% /tmp/pwned",
+                                      "--upload-pack=touch /tmp/x"])
+def test_a_bad_repo_url_is_refused_by_every_route_that_enqueues(
+        client, alice, job_type: str, repo_url: str) -> None:
+    # The generic job routes take the same payload: a URL that can never be cloned is a
+    # 422 there too, not a job that fails at its clone step.
+    auth, pid = alice
+    payload = {"repo_url": repo_url, "task": "Fix it"} if job_type == "code.run_task" \
+        else {"repo_url": repo_url, "description": "A site"}
+    one = client.post(f"/api/projects/{pid}/jobs", headers=auth,
+                      json={"job_type": job_type, "payload": payload})
+    assert one.status_code == 422, one.json
+    assert "repo_url" in one.json["error"]["message"], one.json
+    batch = client.post(f"/api/projects/{pid}/jobs:batch", headers=auth,
+                        json={"jobs": [{"job_type": job_type, "payload": payload}]})
+    assert batch.status_code in (207, 422), batch.json
+    assert "job_id" not in str(batch.json), batch.json
+    assert _jobs(pid) == []
+
+
 def test_another_owners_project_is_not_found_and_no_token_is_a_401(client, alice) -> None:
     _, pid = alice
     body = {"repo_url": "https://github.com/acme/widgets.git", "task": "t"}

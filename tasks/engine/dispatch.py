@@ -10,6 +10,9 @@ import logging
 import uuid
 from typing import Any
 
+import redis.exceptions
+from kombu.exceptions import OperationalError
+
 from tasks.celery_app import RUN_JOB, app
 from tasks.engine import redis_wakeup
 from tasks.engine.queues import broker_priority
@@ -23,20 +26,48 @@ def _direct() -> bool:
     return get_settings().broker_url.startswith(("redis://", "rediss://"))
 
 
+def unreachable(exc: BaseException) -> bool:
+    """Whether `exc` says the broker could not be reached (down, refused, timed out)."""
+    return isinstance(exc, (OperationalError, OSError, redis.exceptions.ConnectionError,
+                            redis.exceptions.TimeoutError))
+
+
 def _send_direct(wakeups: list[redis_wakeup.Wakeup]) -> bool:
     """True if sent; False (after forgetting the publisher) to send through Celery instead.
 
-    A pipeline cut midway may have delivered some of its wake-ups before the fallback sends
+    A fresh connection that cannot reach the broker raises: Celery's would not either. A
+    pipeline cut midway may have delivered some of its wake-ups before the fallback sends
     them all again: a second wake-up of a job is a duplicate delivery, which the claim
     drops (no row matches), so nothing runs twice."""
     try:
-        redis_wakeup.publisher(app, RUN_JOB).send(wakeups)
-        return True
-    except Exception:
-        log.info("direct publish failed; sending through Celery",
+        sender = redis_wakeup.publisher(app, RUN_JOB)
+    except Exception as exc:
+        if unreachable(exc):
+            raise
+        log.info("direct publisher failed; sending through Celery",
                  extra={"action": "publish_fallback"}, exc_info=True)
+        return False
+    try:
+        sender.send(wakeups)
+        return True
+    except Exception as exc:
+        # A connection kept from before (Redis restarted, a socket cut): Celery's pool
+        # connects anew.
+        log.info("direct publish failed (%s); sending through Celery", type(exc).__name__,
+                 extra={"action": "publish_fallback"}, exc_info=not unreachable(exc))
         redis_wakeup.forget()
         return False
+
+
+def _publish_failed(exc: Exception, what: str, **extra: str) -> None:
+    """One line for a broker that is down (the operator's fix is the broker, not the code);
+    a traceback for anything else."""
+    if unreachable(exc):
+        log.warning("publish failed, the broker is unreachable (%s); the dispatch sweep will "
+                    "re-send %s", exc, what, extra={"action": "publish_failed", **extra})
+    else:
+        log.warning("publish failed; the dispatch sweep will re-send %s", what,
+                    extra={"action": "publish_failed", **extra}, exc_info=True)
 
 
 def dispatch(job_id: uuid.UUID | str, queue: str, priority: int,
@@ -58,9 +89,8 @@ def dispatch_quietly(job_id: uuid.UUID | str, queue: str, priority: int,
     try:
         dispatch(job_id, queue, priority, countdown)
         return True
-    except Exception:
-        log.warning("publish failed; the dispatch sweep will re-send",
-                    extra={"action": "publish_failed", "job_id": str(job_id)}, exc_info=True)
+    except Exception as exc:
+        _publish_failed(exc, "it", job_id=str(job_id))
         return False
 
 
@@ -70,18 +100,17 @@ def dispatch_many(wakeups: list[tuple[uuid.UUID | str, str, int]]) -> int:
     if not wakeups:
         return 0
     url = get_settings().broker_url
-    if _direct() and _send_direct([(str(job_id), queue, broker_priority(priority, url))
-                                   for job_id, queue, priority in wakeups]):
-        return len(wakeups)
     sent = 0
     try:
+        if _direct() and _send_direct([(str(job_id), queue, broker_priority(priority, url))
+                                       for job_id, queue, priority in wakeups]):
+            return len(wakeups)
         with app.producer_or_acquire() as producer:
             for job_id, queue, priority in wakeups:
                 dispatch(job_id, queue, priority, producer=producer)
                 sent += 1
-    except Exception:
-        log.warning("publish failed; the dispatch sweep will re-send %d wake-ups",
-                    len(wakeups) - sent, extra={"action": "publish_failed"}, exc_info=True)
+    except Exception as exc:
+        _publish_failed(exc, f"{len(wakeups) - sent} wake-ups")
     return sent
 
 

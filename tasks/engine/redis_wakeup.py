@@ -65,7 +65,10 @@ class RedisWakeups:
 
     def __init__(self, app: Celery, task: str) -> None:
         self.app, self.task = app, task
-        self.connection = app.connection_for_write()
+        # One attempt to connect: a broker that is down fails the publish at once (the
+        # caller falls back, or leaves the wake-up to the dispatch sweep), where kombu's
+        # default retries held a web request ~6 s.
+        self.connection = app.connection_for_write(transport_options={"max_retries": 0})
         self.channel = self.connection.default_channel
         self.origin = anon_nodename()
         # Make the channel's pool and client now, under publisher()'s lock: threads that

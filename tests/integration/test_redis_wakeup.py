@@ -5,7 +5,11 @@ the job it wakes; many go out together; and any failure falls back to Celery's s
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +114,27 @@ def test_a_countdown_goes_through_celery(queue, monkeypatch) -> None:
     monkeypatch.setattr(app, "send_task", lambda *a, **kw: sent.append(kw) or real(*a, **kw))
     dispatch(uuid.uuid4(), queue, 5, countdown=30)
     assert sent and sent[0]["countdown"] == 30
+
+
+def test_a_broker_that_is_down_costs_an_enqueue_one_line_not_seconds(tmp_path) -> None:
+    # The web's enqueue with Redis down: the job row is committed and the dispatch sweep
+    # re-sends, so the publish must give up at once, saying so in one line. It used to
+    # retry the connection for ~6 s per request and log four tracebacks.
+    script = (
+        "import logging, sys, time, uuid\n"
+        "logging.basicConfig(level=logging.INFO, stream=sys.stderr)\n"
+        "from tasks.engine.dispatch import dispatch_quietly, dispatch_many\n"
+        "t = time.monotonic()\n"
+        "print(dispatch_quietly(uuid.uuid4(), 'default', 5),\n"
+        "      dispatch_many([(uuid.uuid4(), 'default', 5)]), time.monotonic() - t)\n")
+    env = {**os.environ, "BROKER_URL": "redis://127.0.0.1:1/0"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+    sent_one, sent_many, seconds = done.stdout.split()
+    assert (sent_one, sent_many) == ("False", "0"), done.stderr
+    assert float(seconds) < 3.0, done.stderr  # both calls; it was 6-7 s each
+    assert "Traceback" not in done.stderr, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 2 and all("dispatch sweep will re-send" in w for w in warnings), \
+        done.stderr
+    assert "127.0.0.1:1" in done.stderr  # says which broker it could not reach

@@ -107,15 +107,22 @@ def _hand_back_after_grace() -> None:
     stale sweep charged it an attempt (Ctrl-C at `up` during a long command or model call;
     a thread pool's cold shutdown waits for its threads). Past the grace period the worker
     gives back what it still runs, costing no attempt, and exits at once: nothing of the
-    abandoned step goes on beside the next run, and its late writes are fenced anyway. The
-    wake-ups are not sent from a process about to vanish: the dispatch sweep re-sends them
-    (SWITCHYARD_REDISPATCH_AFTER_SECONDS)."""
+    abandoned step goes on beside the next run, and its late writes are fenced anyway. Each
+    job's wake-up goes out before the exit (a publish returns once the broker has it), so
+    the next worker takes it at once rather than after the dispatch sweep's delay; one that
+    cannot be sent is the sweep's, as ever."""
     time.sleep(get_settings().shutdown_grace_seconds + HAND_BACK_MARGIN)
     if not lifecycle.holds_runs():
         return
     rows = lifecycle.release_all()
     log.warning("grace period over: %d job(s) handed back mid-step, exiting", len(rows),
                 extra={"action": "hand_back_mid_step"})
+    try:
+        for row in rows:
+            control.after_transition(Finished.of(row))
+    except Exception:  # the exit must happen: what was not sent is the sweep's
+        log.warning("wake-ups of jobs handed back not sent; the dispatch sweep will",
+                    extra={"action": "hand_back_wakeups_failed"}, exc_info=True)
     logging.shutdown()
     os._exit(0)
 

@@ -119,3 +119,8 @@ def test_a_step_longer_than_the_grace_period_is_handed_back_without_a_second_sig
     assert p.status_events(job_id)[-1] == {"status": "queued", "from": "running",
                                            "reason": "worker shutdown"}
     assert "handed back mid-step" in a.text()
+    # And a worker that comes up next takes it at once: the hand-back sent its wake-up (no
+    # beat runs here, so no dispatch sweep could)
+    b = procs.worker("b", pool=pool, concurrency=1)
+    procs.wait(lambda: p.job(job_id)["locked_by"].endswith(f":{b.pid}"), 20,
+               "worker b to take the job handed back")

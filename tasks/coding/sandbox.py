@@ -37,6 +37,8 @@ from tasks.coding.fence import (
     unpassable,
 )
 from tasks.coding.output_cap import OutputCap
+from tasks.engine import lifecycle
+from tasks.engine.errors import JobInterrupt
 from tasks.services import egress_proxy
 from tasks.settings import get_settings
 
@@ -201,6 +203,10 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str], policy: RunPolicy) -> 
     try:
         ending = _pump(proc, cap, started + policy.timeout_seconds,
                        policy.output_chars * FLOOD_FACTOR)
+        if isinstance(ending, JobInterrupt):
+            # Canceled or lost while the command ran: the step ends now, not at the
+            # command's end (a test suite, a build may take many minutes).
+            raise ending
     finally:
         # Whatever ended the command, nothing it started survives: under bubblewrap killing
         # it kills the PID namespace's init (--die-with-parent), and with it the namespace.
@@ -219,8 +225,9 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str], policy: RunPolicy) -> 
 
 
 def _pump(proc: subprocess.Popen[bytes], cap: OutputCap, deadline: float,
-          flood: int) -> str:
-    """Read the combined output until EOF: 'exited', 'timeout' or 'flood'."""
+          flood: int) -> str | JobInterrupt:
+    """Read the combined output until EOF: 'exited', 'timeout' or 'flood', or why the job's
+    run must stop (its heartbeat found it canceled or no longer its own)."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -229,6 +236,8 @@ def _pump(proc: subprocess.Popen[bytes], cap: OutputCap, deadline: float,
         now = time.monotonic()
         if now >= deadline:
             return "timeout"
+        if (stop := lifecycle.interrupted()) is not None:
+            return stop
         if exited_at is None and proc.poll() is not None:
             exited_at = now
             _kill_group(proc.pid)  # a background child must not hold the pipe open

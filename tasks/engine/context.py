@@ -114,6 +114,13 @@ class JobContext:
             self.pending = self._outcome(deferred, seq, name, STEP_FAILED,
                                          error=describe_error(exc))
             raise
+        except CancelRequested:
+            # Stopped inside the step (a long command polls lifecycle.interrupted): the
+            # step's record ends with the job's cancel.
+            trace.step("end", self.job_id, seq, name, self.owner.token, ok=False)
+            self.pending = self._outcome(deferred, seq, name, STEP_FAILED,
+                                         error="canceled while running")
+            raise
         except BaseException:
             trace.step("end", self.job_id, seq, name, self.owner.token, ok=False)
             if deferred is not None:

@@ -21,6 +21,7 @@ import uuid
 from typing import Any
 
 from tasks.engine import pg
+from tasks.engine.errors import CancelRequested, JobInterrupt, LostOwnership
 from tasks.engine.sql import MOVED_COLUMNS, keyed_status, lit, status_event
 from tasks.engine.status import JobStatus, guard
 from tasks.settings import get_settings
@@ -80,11 +81,17 @@ def grace_expired() -> bool:
 # claims nothing) cannot touch a live run's heartbeat, and a run abandoned without its
 # final write (the database stayed away) goes stale and is reclaimed.
 _runs: dict[uuid.UUID, uuid.UUID] = {}  # claim token -> job id
+# What the heartbeat found of a run it covers: asked to cancel, or no longer this run's
+# (reclaimed, timed out, canceled by a sweep). A step waits on no checkpoint while inside
+# one long call (a sandboxed test suite, a build), so such a call polls `interrupted()`.
+_interrupts: dict[uuid.UUID, JobInterrupt] = {}  # claim token -> why to stop
+_current = threading.local()  # the claim token of the run this thread executes
 
 
 def holding(token: uuid.UUID, job_id: uuid.UUID) -> None:
     with _lock:
         _runs[token] = job_id
+    _current.token = token
 
 
 def holds_runs() -> bool:
@@ -96,6 +103,16 @@ def holds_runs() -> bool:
 def released(token: uuid.UUID) -> None:
     with _lock:
         _runs.pop(token, None)
+        _interrupts.pop(token, None)
+    if getattr(_current, "token", None) == token:
+        _current.token = None
+
+
+def interrupted() -> JobInterrupt | None:
+    """Why this thread's run should stop now, as the last heartbeat found; None: go on.
+    Cheap enough to call ten times a second."""
+    token = getattr(_current, "token", None)
+    return None if token is None else _interrupts.get(token)
 
 
 HEARTBEAT = f"""
@@ -103,22 +120,39 @@ WITH beat AS (
     UPDATE agent_jobs j SET heartbeat_at = now()
     FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS r(id, token)
     WHERE j.id = r.id AND j.claim_token = r.token AND {keyed_status("j")} = 'running'
-    RETURNING 1
+    RETURNING j.claim_token, j.cancel_requested
+), worker AS (
+    INSERT INTO worker_heartbeats (worker, hostname, pid, queues, running, last_seen_at)
+    VALUES (%(worker)s, %(host)s, %(pid)s, %(queues)s::jsonb, (SELECT count(*) FROM beat),
+            now())
+    ON CONFLICT (worker) DO UPDATE SET last_seen_at = now(), running = EXCLUDED.running,
+        queues = EXCLUDED.queues, stopped_at = NULL
 )
-INSERT INTO worker_heartbeats (worker, hostname, pid, queues, running, last_seen_at)
-VALUES (%(worker)s, %(host)s, %(pid)s, %(queues)s::jsonb, (SELECT count(*) FROM beat), now())
-ON CONFLICT (worker) DO UPDATE SET last_seen_at = now(), running = EXCLUDED.running,
-    queues = EXCLUDED.queues, stopped_at = NULL
+SELECT claim_token, cancel_requested FROM beat
 """
 
 
 def beat_once() -> None:
     with _lock:
         runs = list(_runs.items())
-    pg.execute(HEARTBEAT, {"worker": worker_id(), "host": socket.gethostname(),
-                           "ids": [str(job) for _, job in runs],
-                           "tokens": [str(token) for token, _ in runs],
-                           "pid": os.getpid(), "queues": json.dumps(_state["queues"])})
+    rows = pg.fetch_dicts(HEARTBEAT, {"worker": worker_id(), "host": socket.gethostname(),
+                                      "ids": [str(job) for _, job in runs],
+                                      "tokens": [str(token) for token, _ in runs],
+                                      "pid": os.getpid(),
+                                      "queues": json.dumps(_state["queues"])})
+    _note_interrupts(runs, {row["claim_token"]: row["cancel_requested"] for row in rows})
+
+
+def _note_interrupts(runs: list[tuple[uuid.UUID, uuid.UUID]],
+                     beaten: dict[uuid.UUID, bool]) -> None:
+    with _lock:
+        for token, job_id in runs:
+            if token not in _runs:
+                continue  # ended since the heartbeat read it
+            if token not in beaten:
+                _interrupts[token] = LostOwnership(f"job {job_id} is no longer this run's")
+            elif beaten[token]:
+                _interrupts[token] = CancelRequested("cancel requested")
 
 
 def _beat_forever() -> None:

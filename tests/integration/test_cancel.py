@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 
@@ -63,6 +64,27 @@ def test_a_running_job_stops_at_the_next_step_boundary(worker, project):
     assert [s["name"] for s in recorded] == started
     assert all(s["status"] == "completed" for s in recorded), "the step in flight finished"
     assert status_history(job_id) == ["queued", "running", "canceled"]
+
+
+def _sleeping(seconds: int) -> bool:
+    return subprocess.run(["pgrep", "-f", f"^sleep {seconds}$"],
+                          capture_output=True).returncode == 0
+
+
+def test_a_cancel_stops_a_long_sandboxed_command_at_once(worker, project):
+    # Given a job inside a sandboxed command that would run for 16 minutes (a test suite,
+    # a build: the coding agent's commands run this way)
+    job_id = new_job(project, "test.long_command", {"seconds": 987})
+    wait_until(lambda: _sleeping(987), timeout=30, what="the command to start")
+    # When it is canceled
+    control.cancel_tree(job_id)
+    # Then the command is killed within about a heartbeat, not at its end, and the job
+    # ends canceled, its step failed with the cancel
+    row = wait_for(job_id, timeout=15)
+    assert row["status"] == "canceled", row
+    assert not _sleeping(987)
+    [step] = steps(job_id)
+    assert step["status"] == "failed" and "cancel" in step["error"], step
 
 
 def test_cancel_cascades_to_the_children_of_a_waiting_parent(worker, project):

@@ -167,6 +167,31 @@ def one_step(ctx, p: OneStep) -> dict:
     return {"n": ctx.step("only", lambda: 1)}
 
 
+class LongCommand(BaseModel):
+    seconds: int  # how long its sandboxed command sleeps: a marker to find the process by
+
+
+def long_command(ctx, p: LongCommand) -> dict:
+    """A step inside a sandboxed command far longer than anyone would wait (a test suite, a
+    build), as the coding agent runs them."""
+    import tempfile
+    from pathlib import Path
+
+    from tasks.coding.fence import RunPolicy
+    from tasks.coding.sandbox import run_command
+
+    def run() -> dict:
+        with tempfile.TemporaryDirectory() as root:
+            Path(root).chmod(0o755)  # passable for the sandbox's user, as checkouts are
+            done = run_command(Path(root), f"sleep {p.seconds}; echo slept",
+                               RunPolicy(timeout_seconds=p.seconds + 60, memory_mb=512,
+                                         output_chars=1000))
+        return {"exit_code": done.exit_code, "output": done.output}
+
+    return ctx.step("command", run)
+
+
+register(JobType("test.long_command", LongCommand, long_command, max_attempts=1))
 register(JobType("test.fan_out", FanOut, fan_out))
 register(JobType("test.sleeper", Sleeper, sleeper))
 register(JobType("test.shifty", Shifty, shifty, max_attempts=3, retry_policy=FAST_RETRY))

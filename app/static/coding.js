@@ -193,7 +193,8 @@ function fact(label, value, attrs) {
 // The verdict, in the colour it deserves: a job that "completed" with an unverified change
 // must never look like a success.
 const VERDICTS = { verified: ["s-completed", "verified: the checks pass"],
-  unverified: ["s-failed", "unverified: the checks fail"], "self-reviewed": ["s-waiting", "self-reviewed: nothing to run"] };
+  unverified: ["s-failed", "unverified: the checks fail"], "self-reviewed": ["s-waiting", "self-reviewed: nothing to run"],
+  unchanged: ["s-waiting", "unchanged: the agent changed nothing"] };
 
 function testList(names) {
   return Array.isArray(names) && names.length

@@ -27,7 +27,8 @@ import "./rerun.js";
     fill($("#j-status"), verdict === "unverified"
       ? h("span", { class: "badge s-failed", dataset: { verdict } }, "completed: unverified")
       : verdict === "verified" ? h("span", { class: "badge s-completed", dataset: { verdict } }, "completed: verified")
-        : badge(job.status));
+        : verdict === "unchanged" ? h("span", { class: "badge s-waiting", dataset: { verdict } }, "completed: nothing changed")
+          : badge(job.status));
     document.title = `Job ${short(job.id)} · ${job.status} · Switchyard`;
     const link = $("#project-link");
     link.href = `/projects/${job.project_id}`;

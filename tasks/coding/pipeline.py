@@ -45,6 +45,9 @@ BUILD_TURNS = 15
 FIX_TURNS = 10
 OUTPUT_CHARS = 6000  # of a failed check's output, what the model reads back
 DIFF_CHARS = 60_000  # of the diff, what the feed shows
+# Fix rounds in a row that change nothing before verify stops: one such round is given
+# another try (the next may be in debug mode), two mean the model has nothing more to try.
+IDLE_ROUNDS = 2
 ALL_TOOLS = tuple(s["name"] for s in tools.TOOL_SCHEMAS)
 
 
@@ -328,23 +331,19 @@ def verify_loop(agent: Agent, task: str, max_iterations: int,
     not_run: list[str] = []
     base_results = before["results"] if before and before["ran"] else None
     set_aside = frozenset(before.get("set_aside", [])) if before else frozenset()
+    idle = 0  # fix rounds in a row that changed nothing
     for round_ in range(1, max_iterations + 1):
-        checked = agent.step_in_checkout(f"verify:{round_}", run_checks, agent, round_,
-                                         base_results, set_aside, leaves_traces=True)
-        not_run = checked.get("not_run", [])
-        # Checks that ran at the baseline and run no more are a failure, not a reason for the
-        # model's review to stand in (deleting the only test file read "self-reviewed").
-        if checked["ran"] or checked.get("unproven"):
-            passed, summary = checked["passed"], checked["summary"]
-            judged = {k: checked.get(k, [])
-                      for k in ("fixed", "broken", "failing", "unproven")}
-        else:  # nothing to run: the model's review of the diff stands in, marked as such
-            ok, summary = self_review(agent, task, round_)
-            ctx.emit("verify", f"round {round_}: self-review {'passed' if ok else 'failed'}"
-                     + (f" ({len(not_run)} check(s) could not run)" if not_run else ""),
-                     {"round": round_, "commands": [], "passed": ok, "output": summary[:4000],
-                      "self_review": True, "not_run": not_run})
-            passed = None if ok else False
+        if idle:
+            # The files are the ones just checked: their checks would say the same again.
+            ctx.emit("verify", f"round {round_}: nothing changed since round {round_ - 1}, "
+                     + ("stopping" if idle >= IDLE_ROUNDS else "its checks stand"),
+                     {"round": round_, "unchanged": True, "passed": passed})
+            if idle >= IDLE_ROUNDS:
+                break
+        else:
+            checked = agent.step_in_checkout(f"verify:{round_}", run_checks, agent, round_,
+                                             base_results, set_aside, leaves_traces=True)
+            passed, summary, judged, not_run = _judge(agent, task, round_, checked)
         if passed is not False or round_ == max_iterations:
             break
         if history.add(summary) and not debug:
@@ -353,9 +352,11 @@ def verify_loop(agent: Agent, task: str, max_iterations: int,
                      {"error": summary[:2000]})
         system = verify.DEBUG_SYSTEM_PROMPT + "\n\n" + verify.debug_prompt(history) \
             if debug else prompts.FIX
+        edits = len(agent.checkout.patches)
         agent.loop(f"fix:{round_}", purpose="code.debug" if debug else "code.fix",
                    system=system, prompt=prompts.fix_prompt(task, summary, round_),
                    tool_names=ALL_TOOLS, max_turns=FIX_TURNS)
+        idle = idle + 1 if len(agent.checkout.patches) == edits else 0
     phase(ctx, "verify", "completed",
           "self-review" if passed is None else ("passed" if passed else "failed"))
     return Verification(passed, round_, debug, summary,
@@ -363,6 +364,26 @@ def verify_loop(agent: Agent, task: str, max_iterations: int,
                         fixed=judged.get("fixed", []), broken=judged.get("broken", []),
                         unproven=judged.get("unproven", []),
                         failing=judged.get("failing", []), not_run=not_run)
+
+
+def _judge(agent: Agent, task: str, round_: int, checked: dict[str, Any]
+           ) -> tuple[bool | None, str, dict[str, Any], list[str]]:
+    """A round's verdict from its checks: passed (None: the model's self-review stood in),
+    the summary the model reads, what was fixed or broken, and the checks that could not run."""
+    ctx = agent.ctx
+    not_run = checked.get("not_run", [])
+    # Checks that ran at the baseline and run no more are a failure, not a reason for the
+    # model's review to stand in (deleting the only test file read "self-reviewed").
+    if checked["ran"] or checked.get("unproven"):
+        judged = {k: checked.get(k, []) for k in ("fixed", "broken", "failing", "unproven")}
+        return checked["passed"], checked["summary"], judged, not_run
+    # Nothing to run: the model's review of the diff stands in, marked as such.
+    ok, summary = self_review(agent, task, round_)
+    ctx.emit("verify", f"round {round_}: self-review {'passed' if ok else 'failed'}"
+             + (f" ({len(not_run)} check(s) could not run)" if not_run else ""),
+             {"round": round_, "commands": [], "passed": ok, "output": summary[:4000],
+              "self_review": True, "not_run": not_run})
+    return (None if ok else False), summary, {}, not_run
 
 
 def diff_of(agent: Agent) -> dict[str, Any]:
@@ -452,6 +473,15 @@ def pr_body(task: str, plan: plans.Plan, verification: Verification,
             f"${spend['cost_usd']:.4f}\n\n_Opened by Switchyard's coding agent._")
 
 
+def verdict(verification: Verification, *, changed: bool) -> str:
+    """What the job's result says of its work: a task that changed nothing verified nothing,
+    whatever the checks said of the files as they were."""
+    if not changed:
+        return "unchanged"
+    return {True: "verified", False: "unverified", None: "self-reviewed"}[
+        verification.tests_passed]
+
+
 def run_task(ctx: JobContext, p: RunTaskPayload) -> dict[str, Any]:
     resumed = ctx.replaying
     agent, cloned = start(ctx, p.repo_url, p.branch, p.task, "run_task")
@@ -465,8 +495,7 @@ def run_task(ctx: JobContext, p: RunTaskPayload) -> dict[str, Any]:
                         open_draft_on_failure=p.open_draft_on_failure)
     return {**delivered, "iterations": verification.rounds,
             "tests_passed": verification.tests_passed,
-            "verdict": {True: "verified", False: "unverified", None: "self-reviewed"}[
-                verification.tests_passed],
+            "verdict": verdict(verification, changed=delivered["branch"] is not None),
             "baseline": verification.baseline, "fixed": verification.fixed,
             "broken": verification.broken, "unproven": verification.unproven,
             "subtasks": len(plan.subtasks),

@@ -7,11 +7,13 @@ an unverified change goes out as a draft pull request that says so, never as a v
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from tests.integration.jobdb import wait_for
+from tests.integration.jobdb import tuples, wait_for
 from tests.integration.test_api_contract import Caller, _caller
 from tests.integration.test_coding_agent import alice, model, repos  # noqa: F401
 from tests.integration.test_coding_setup import TIMEOUT, bare_repo, fixer, run
+from tests.support import coding_brains as brains
 from tests.support.fake_anthropic import FakeAnthropic, anthropic_model, fake_anthropic  # noqa: F401
 from tests.support.fake_github import FakeGithub, fake_github  # noqa: F401
 
@@ -122,3 +124,53 @@ def test_the_trajectory_has_every_turn_call_patch_setup_and_round_in_order(
     # Another owner reads nothing of it
     mallory = _caller(alice.client, "mallory")
     assert mallory.get(f"/api/jobs/{job['id']}/trajectory").status_code == 404
+
+
+def idler(path: str):
+    """A model that reads `path` and says it is done, every time, never editing."""
+    def brain(body: dict[str, Any]) -> list[dict[str, Any]]:
+        step, n = brains.phase(body), brains.turn(body)
+        if step == "plan":
+            return [brains.text(brains.plan_json("Fix it"))]
+        if step == "review":
+            return [brains.text("PASS")]
+        return [[brains.use("read_file", {"path": path})],
+                [brains.use("finish", {"summary": "looks fine to me"})]][min(n, 1)]
+    return brain
+
+
+def test_a_model_that_changes_nothing_is_not_checked_again_and_not_verified(
+        alice: Caller, repos: Path, model: FakeAnthropic) -> None:
+    # Given a model that reads and finishes without an edit, round after round
+    model.script = idler("calc.py")
+    bare = bare_repo(repos, "idle", CALC)
+    r = alice.post(f"/api/projects/{alice.project}/code-tasks",
+                   {"repo_url": str(bare), "task": "Fix add", "max_iterations": 5})
+    job = wait_for(r.get_json()["job_id"], "completed", "failed", timeout=TIMEOUT)
+    assert job["status"] == "completed", job["last_error"]
+    result = job["result"]
+    # Then its verdict says nothing changed, no branch is pushed
+    assert (result["verdict"], result["branch"], result["tests_passed"]) == (
+        "unchanged", None, False)
+    # And an unchanged tree's checks ran once: no round re-ran them on the same files, and
+    # the loop stopped after two fix rounds that changed nothing, not after five
+    checked = [name for (name,) in tuples(
+        "SELECT name FROM job_steps WHERE job_id = %s AND name LIKE 'verify:%%' ORDER BY seq",
+        (job["id"],))]
+    assert checked == ["verify:baseline", "verify:1"], checked
+    assert result["iterations"] == 3, result
+    said = [m for (m,) in tuples("SELECT message FROM agent_job_events WHERE job_id = %s "
+                                 "AND type = 'verify' ORDER BY id", (job["id"],))]
+    assert any("nothing changed" in m for m in said), said
+
+
+def test_a_task_that_needs_no_change_says_so_rather_than_verified(
+        alice: Caller, repos: Path, model: FakeAnthropic) -> None:
+    # Given a repository whose tests already pass, and a model that finds nothing to do
+    model.script = idler("calc.py")
+    bare = bare_repo(repos, "fine", {**CALC, "calc.py": "def add(a, b):\n    return a + b\n"})
+    job = run(alice, bare, "Make sure add works")
+    result = job["result"]
+    # Then the job does not claim to have verified a change it did not make
+    assert (result["verdict"], result["branch"], result["tests_passed"]) == (
+        "unchanged", None, True)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from tasks.engine import system_parts
 from tasks.engine.errors import InvalidPayload, JobTypeUnavailable, UnknownJobType
 from tasks.engine.queues import QUEUES
 from tasks.engine.retry import RetryPolicy
@@ -128,10 +129,13 @@ def public_names() -> list[str]:
 
 
 def get_public(name: str) -> JobType:
-    """A job type a client may enqueue; an internal one is refused like an unknown one."""
+    """A job type a client may enqueue; an internal one is refused like an unknown one, and
+    one whose system part this machine lacks (Chromium, git) says what to install rather
+    than accept a job that can only fail (API.md: 422 job_type_unavailable)."""
     job_type = get(name)
     if not job_type.public:
         raise UnknownJobType(f"job_type {name!r} is internal: Switchyard enqueues it itself")
+    system_parts.require(job_type.name, job_type.requires)
     return job_type
 
 

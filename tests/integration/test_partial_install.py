@@ -14,6 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from app.web import create_app
+from tests.integration.test_code_routes import _auth
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = r"""
@@ -99,3 +102,35 @@ def test_a_missing_system_part_fails_only_the_job_that_needs_it(
     assert "switchyard doctor" in failed["last_error"]
     # And the canary is untouched
     assert wait_for(canary.job_id, "completed", "failed", timeout=30)["status"] == "completed"
+
+
+def test_a_client_asking_for_a_job_this_machine_cannot_run_gets_a_422(
+        db, tmp_path, monkeypatch) -> None:
+    # API.md: "A job type whose system part is missing on this machine: 422
+    # job_type_unavailable with the reason and the fix". It answered 202, and the job failed.
+    from tasks.engine import system_parts
+    from tests.integration.jobdb import tuples
+
+    monkeypatch.setattr(system_parts, "CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.setattr(system_parts, "_present", set())
+    client = create_app().test_client()
+    auth = _auth("alice")
+    pid = client.post("/api/projects", headers=auth, json={"name": "A"}).json["id"]
+    check = {"job_type": "browser.check_page", "payload": {"url": "https://example.com"}}
+    one = client.post(f"/api/projects/{pid}/jobs", headers=auth, json=check)
+    assert one.status_code == 422, one.json
+    error = one.json["error"]
+    assert error["code"] == "job_type_unavailable"
+    assert "apt-get install -y chromium" in error["message"]
+    batch = client.post(f"/api/projects/{pid}/jobs:batch", headers=auth,
+                        json={"jobs": [check, {"job_type": "system.canary"}]})
+    assert batch.status_code == 207, batch.json
+    refused, accepted = batch.json["items"]
+    assert refused["status"] == 422 and refused["error"]["code"] == "job_type_unavailable"
+    assert accepted["status"] == 202
+    # And a workflow cannot be saved with a step this machine cannot run
+    flow = client.post(f"/api/projects/{pid}/workflows", headers=auth, json={
+        "name": "qa", "steps": [{"name": "look", **check}]})
+    assert flow.status_code == 422 and "chromium" in flow.get_data(True), flow.json
+    assert tuples("SELECT job_type FROM agent_jobs WHERE project_id = %s", (pid,)) == [
+        ("system.canary",)]

@@ -35,6 +35,7 @@ from tasks.engine import control, diagnosis, rerun
 from tasks.engine.enqueue import EnqueueRequest, enqueue, enqueue_many, owns_project
 from tasks.engine.errors import SwitchyardError
 from tasks.engine.status import TERMINAL, JobStatus
+from tasks.services import approvals
 from tasks.services.effects import review
 
 bp = Blueprint("jobs", __name__)
@@ -176,7 +177,7 @@ def get_trajectory(jid: uuid.UUID):
 @bp.post("/api/jobs/<jid>/cancel")
 def cancel_job(jid: str):
     job = _owned_job(jid)
-    control.cancel_tree(job.id)
+    approvals.expire_gates_of(control.cancel_tree(job.id))
     return jsonify(_job_body(job.id))
 
 

@@ -98,6 +98,13 @@ def create_approval(project_id: uuid.UUID | str, source_job_id: uuid.UUID | str 
     return row["id"]
 
 
+# A gate (it runs nothing itself) whose job was canceled: no decision can matter any more,
+# so it leaves the inbox (expired) and a decision on it is refused. Only a cancel: a failed
+# job may be retried, and its gate is the one it waits on again.
+MOOT_GATE = ("approvals.on_approve->>'run' = 'nothing' AND EXISTS (SELECT 1 FROM agent_jobs "
+             "g WHERE g.id = approvals.source_job_id AND g.status = 'canceled')")
+GATE_CANCELED = "the job waiting on this approval was canceled: there is nothing to decide"
+
 # Approving is refused while an earlier effect of the same action has an unknown outcome:
 # a person resolves it first (services.effects.review), or the deploy or email may go out twice.
 DECIDE = f"""
@@ -105,6 +112,7 @@ UPDATE approvals SET status = %(decision)s, version = version + 1, decided_at = 
     decided_by = %(owner)s, updated_at = now()
 WHERE id = %(id)s AND version = %(version)s AND {pending_approval()}
   AND NOT (%(decision)s::text = 'approved' AND EXISTS ({unknown_effect_of_action("approvals")}))
+  AND NOT ({MOOT_GATE})
 RETURNING project_id, source_job_id, on_approve
 """
 
@@ -131,6 +139,8 @@ def decide(approval_id: uuid.UUID | str, owner_id: uuid.UUID | str, decision: st
         refused = _why_not(approval_id, decision, version)
         if isinstance(refused, ApprovalExpired):  # leave the inbox now, not at the next sweep
             expire(f"id = %s AND {OVERDUE}", (approval_id,))
+        elif str(refused) == GATE_CANCELED:
+            expire(f"id = %s AND status = 'pending' AND {MOOT_GATE}", (approval_id,))
         raise refused
     if job is not None:
         job.publish()
@@ -155,11 +165,13 @@ def _execution(approval_id: uuid.UUID | str, project_id: uuid.UUID,
 
 
 def _why_not(approval_id: uuid.UUID | str, decision: str, version: int) -> SwitchyardError:
-    row = pg.fetch_one_dict("SELECT status, version, expires_at < now() AS expired "
-                            "FROM approvals WHERE id = %s", (approval_id,))
+    row = pg.fetch_one_dict(f"SELECT status, version, expires_at < now() AS expired, "
+                            f"{MOOT_GATE} AS moot FROM approvals WHERE id = %s", (approval_id,))
     if row is None:
         return ApprovalNotFound(f"approval {approval_id} does not exist")
     status, current, expired = row["status"], row["version"], row["expired"]
+    if status in ("pending", "expired") and row["moot"]:  # expired: by the cancel
+        return ApprovalConflict(GATE_CANCELED)
     if status == "pending" and expired:
         return ApprovalExpired("the approval has expired")
     if current != version:
@@ -187,7 +199,15 @@ def expire(condition: str, params: tuple[Any, ...]) -> list[uuid.UUID]:
     return [row["id"] for row in pg.fetch_dicts(expire_sql(condition), params)]
 
 
-# Run by the sweeps: pending approvals past their expiry leave the inbox as expired.
-EXPIRE_DUE = expire_sql(f"id IN (SELECT id FROM approvals WHERE {OVERDUE} "
+def expire_gates_of(job_ids: list[uuid.UUID]) -> list[uuid.UUID]:
+    """The gates of these jobs, just canceled, leave the inbox now rather than at a sweep."""
+    return expire(f"source_job_id = ANY(%s) AND status = 'pending' AND {MOOT_GATE}",
+                  (job_ids,)) if job_ids else []
+
+
+# Run by the sweeps: pending approvals past their expiry, or gates of canceled jobs (a cancel
+# that reached the job another way than the cancel route), leave the inbox as expired.
+EXPIRE_DUE = expire_sql(f"id IN (SELECT id FROM approvals WHERE {OVERDUE} OR "
+                        f"(status = 'pending' AND {MOOT_GATE}) "
                         "LIMIT 500 FOR UPDATE SKIP LOCKED)")
 EXPIRE_SWEEP = Sweep("expire_approvals", query(EXPIRE_DUE))

@@ -166,8 +166,9 @@ def test_an_approval_gate_holds_the_step_and_binds_its_payload(alice: Caller) ->
     assert gate["action_type"] == "workflow_step"
     assert gate["action_args"]["step"] == "deploy"
     assert gate["action_args"]["payload"] == {"steps": 3}  # resolved: what will run
+    # (the gate is written in a step; the run parks just after it)
+    wait_until(lambda: run_of(alice, jid)["status"] == "waiting", timeout=30, what="waiting")
     run = run_of(alice, jid)
-    assert run["status"] == "waiting"
     assert run["steps"]["deploy"]["status"] == "waiting_approval"
     assert run["steps"]["deploy"]["job_id"] is None
     r = alice.post(f"/api/inbox/{gate['id']}/decision",
@@ -242,3 +243,23 @@ def test_a_rounds_children_are_made_in_one_step_with_the_keys_a_spawn_each_would
     assert keys == {n: f"child:{jid}:{i}" for i, n in enumerate("abc")}, keys
     assert pg.fetch_value("SELECT count(*) FROM agent_jobs WHERE parent_job_id = %s",
                           (jid,)) == 3
+
+
+def test_a_canceled_run_takes_its_gate_out_of_the_inbox(alice: Caller) -> None:  # noqa: F811
+    # Given a run waiting at an approval gate
+    wid = save(alice, [{"name": "deploy", "job_type": "system.canary",
+                        "requires_approval": True}])
+    jid = start(alice, wid)
+    gate = gate_of(alice, jid)
+    wait_until(lambda: run_of(alice, jid)["status"] == "waiting", timeout=30, what="waiting")
+    # When the run is canceled
+    assert alice.post(f"/api/jobs/{jid}/cancel").status_code == 200
+    # Then nobody is asked to approve what can never run: the gate leaves the inbox, and
+    # a decision on it (a page left open) is a 409 that says why
+    pending = alice.get("/api/inbox?status=pending").get_json()["items"]
+    assert gate["id"] not in [a["id"] for a in pending], pending
+    late = alice.post(f"/api/inbox/{gate['id']}/decision",
+                      {"decision": "approved", "version": gate["version"]})
+    assert late.status_code == 409, late.get_json()
+    assert "canceled" in late.get_json()["error"]["message"]
+    assert run_of(alice, jid)["status"] == "canceled"

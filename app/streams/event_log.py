@@ -42,6 +42,12 @@ def replay(sub: Subscription, after: int, upto: int) -> Iterator[Event]:
             return
 
 
+def newest() -> int:
+    """The id of the newest stored event, of any project (0: none)."""
+    row = pgpool.fetch_one_dict("SELECT COALESCE(max(id), 0) AS id FROM agent_job_events")
+    return int(row["id"]) if row else 0
+
+
 def tail_cursor(sub: Subscription, n: int) -> int:
     """The cursor from which a stream replays the last `n` stored events of `sub`
     (0: none of them, only what comes next)."""

@@ -137,6 +137,11 @@ def event_stream(sub: Subscription, cursor: int,
     keepalive = settings.sse_keepalive_seconds  # SWITCHYARD_SSE_KEEPALIVE_SECONDS
     deadline = time.monotonic() + settings.stream_max_seconds
     upto = hub.subscribe(sub)
+    if cursor > upto:
+        # Past every event the hub has seen, and perhaps past every one stored (a database
+        # restored from a backup, a cursor made up), it would drop each live event as sent
+        # already: start at the newest stored event then.
+        cursor = min(cursor, max(upto, event_log.newest()))
     try:
         last = cursor
         replayed_late: set[int] = set()  # awaited by the hub yet already in the replay
@@ -173,7 +178,6 @@ def event_stream(sub: Subscription, cursor: int,
                     quiet_until = time.monotonic() + keepalive
                     yield None
                 continue
-            quiet_until = time.monotonic() + keepalive
             if e is None or sub.dropped:
                 return  # the hub closed the stream (the process is stopping)
             if e.late:
@@ -183,6 +187,9 @@ def event_stream(sub: Subscription, cursor: int,
                 continue
             else:
                 last = e.id
+            # Only what the client is sent counts as traffic: events dropped above (already
+            # replayed) must not put the keep-alive off (API.md: one at least every 15 s).
+            quiet_until = time.monotonic() + keepalive
             yield e
             if is_last(e):
                 return

@@ -387,3 +387,22 @@ def test_a_stream_that_cannot_start_is_a_503_not_a_broken_200(alice: Caller, hub
     assert response.json["error"]["code"] == "database_unavailable"
     assert response.headers["Retry-After"]
     assert hub.subscribers == 0
+
+
+def test_a_cursor_past_the_newest_event_gets_the_live_events(
+        project: str, hub: EventHub) -> None:
+    # A client whose Last-Event-ID is ahead of this log (a database restored from a backup,
+    # a cursor typed by hand) was answered "replayed" and then nothing, ever: every live
+    # event was at or before its cursor. It now starts at the newest event.
+    add_events(project, 3)
+    stream = event_stream(Subscription(project_id=uuid.UUID(project)), 99_999_999)
+    assert next(stream) is STARTED
+    live = add_events(project, 2)
+    got: list[int] = []
+    deadline = time.monotonic() + 10
+    while len(got) < 2 and time.monotonic() < deadline:
+        e = next(stream)  # a keep-alive (None) at least every 0.2 s
+        if e is not None:
+            got.append(e.id)
+    stream.close()
+    assert got == live

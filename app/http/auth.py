@@ -60,24 +60,25 @@ def require_token() -> None:
 def authenticate(digest: str, session_id: str | None = None) -> Caller | None:
     """The caller a presented token's hash names (and, for a cookie, its session); None, a
     failure charged to the client's address, for a wrong or revoked token or a signed-out
-    session. An address over its failure limit gets a 429 before any
-    lookup, unless the token already works in this process: a person sharing the address
-    (NAT, an office) with someone guessing is not locked out."""
+    session. An address over its failure limit gets a 429 for a failure, never for a token
+    that works: a person sharing the address (NAT, an office, a proxy) with someone
+    guessing, or flooding wrong tokens to lock them out, is not locked out. The lookup is
+    one indexed read of a hash, no dearer than the refusal; and a token is 256 random bits,
+    so the limit slows guessing down rather than being what stops it."""
     address = client_bucket(request.remote_addr or "")
-    if digest not in limiter():
-        wait = failure_limiter().wait(address)
-        if wait:
-            raise ApiError(429, "auth_rate_limited", "too many failed authentications from "
-                           "this address; wait before trying again",
-                           {"retry_after_seconds": round(wait, 3)},
-                           headers={"Retry-After": str(math.ceil(wait))})
     caller = (caller_for_digest(digest) if session_id is None
               else caller_for_session(digest, session_id))
-    if caller is None:
-        failure_limiter().acquire(address)
-        if session_id is not None:  # never re-issue a cookie that no longer signs anyone in
-            session.clear()
-    return caller
+    if caller is not None:
+        return caller
+    if session_id is not None:  # never re-issue a cookie that no longer signs anyone in
+        session.clear()
+    wait = failure_limiter().acquire(address)
+    if wait:
+        raise ApiError(429, "auth_rate_limited", "too many failed authentications from "
+                       "this address; wait before trying again",
+                       {"retry_after_seconds": round(wait, 3)},
+                       headers={"Retry-After": str(math.ceil(wait))})
+    return None
 
 
 def client_bucket(address: str) -> str:

@@ -75,8 +75,7 @@ def save_function(pid: str):
     db.release()
     problem = sandbox.check_syntax(body.code)
     if problem is not None:
-        raise ApiError(422, "invalid_function", f"syntax error at line {problem.line}, column "
-                       f"{problem.column}: {problem.message}",
+        raise ApiError(422, "invalid_function", problem.headline,
                        {"line": problem.line, "column": problem.column,
                         "problem": problem.message})
     saved = store.save(project_id, body.name, body.code, language=body.language,

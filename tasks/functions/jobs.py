@@ -73,8 +73,7 @@ def _test(draft: dict[str, Any]) -> str | None:
         return f"the code is {len(code)} characters, over the cap of {store.CODE_MAX}"
     problem = sandbox.check_syntax(code)
     if problem is not None:
-        return (f"syntax error at line {problem.line}, column {problem.column}: "
-                f"{problem.message}")
+        return problem.headline
     outcome = sandbox.run(code, draft["sample_input"], generate.dry_call,
                           sandbox.Limits(wall_seconds=5.0))
     if isinstance(outcome, sandbox.Failed):

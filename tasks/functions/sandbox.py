@@ -7,7 +7,8 @@ line the child writes, counts the calls, watches the child's CPU time (from /pro
 the wall clock, and kills the child at the first breach; the child's own checks only
 give the clearer message. Only JSON crosses, and only through this module.
 
-`check_syntax(code)` compiles the code in a child the same way, without running it.
+`check_syntax(code)` compiles the code in a child the same way, without running it, after
+refusing an import or require() (tasks.functions.imports) from the text alone.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from tasks.engine.errors import RetryableError
-from tasks.functions import shapes
+from tasks.functions import imports, shapes
 from tasks.functions.sandbox_pool import Child, SandboxUnavailable, fences, get_pool
 
 __all__ = ["Failed", "Limits", "OnCall", "Paused", "Returned", "SandboxUnavailable",
@@ -66,6 +67,15 @@ class SyntaxProblem:
     message: str
     line: int
     column: int
+    # "import": code that imports or requires a module, which the sandbox cannot load; not
+    # called a syntax error, so the author removes the import instead of hunting a brace.
+    kind: Literal["syntax", "import"] = "syntax"
+
+    @property
+    def headline(self) -> str:
+        """The sentence an author (a person or the model) reads, naming the line."""
+        where = f"line {self.line}, column {self.column}: {self.message}"
+        return f"syntax error at {where}" if self.kind == "syntax" else where
 
 
 class Suspended(Exception):
@@ -100,8 +110,13 @@ Outcome = Returned | Failed | Paused
 
 
 def check_syntax(code: str) -> SyntaxProblem | None:
-    """None when the code compiles (either shape); else the first problem, 1-based.
-    Callers hold no database connection while this runs (it may take its whole limit)."""
+    """None when the code compiles (either shape) and imports nothing; else the first
+    problem, 1-based. Callers hold no database connection while this runs (it may take its
+    whole limit)."""
+    unavailable = imports.find_unavailable(code)
+    if unavailable is not None:  # text alone says so: no child, no slot taken
+        return SyntaxProblem(unavailable.message, unavailable.line, unavailable.column,
+                             "import")
     if not CHECKS_AT_ONCE.acquire(timeout=CHECK_WAIT_SECONDS):
         raise ChecksBusy("too many functions are being checked at once on this server")
     try:

@@ -4,9 +4,11 @@
 (b) a script body that uses `input`, `tools` and `supabase` and `return`s a value.
 
 Models write both with other names for the entry: a module exporting `main` or `handler`,
-a script that declares `async function main(input)` and never calls it. Either runs the
-first function of ENTRIES it holds: a module in any case, a script only if its own code
-ran to its end without returning (a script that returns was called already).
+a script that declares `async function main(input)` and never calls it, or Node's CommonJS
+(`module.exports = async (input, tools) => …`, `exports.handler = …`). Either runs what
+module.exports names, else the first function of ENTRIES it holds: a module in any case, a
+script only if its own code ran to its end without returning (a script that returns was
+called already).
 A UTF-8 byte order mark, which some editors save, is dropped (QuickJS refuses it).
 
 Either becomes `(async function (input, tools, supabase) {<head>\n<code>\n<tail>})`, an
@@ -42,8 +44,24 @@ _EXPORT_LIST = re.compile(r"^([ \t]*)export[ \t]*\{[^}\n]*\}[ \t]*;?", re.MULTIL
 
 PREFIX = "(async function (input, tools, supabase) {"  # every shape's head starts so
 ENTRIES = ("runTask", "__sy_default", "main", "handler")
-# The first of ENTRIES declared in the user's block (typeof: an undeclared name is no error).
-_ENTRY = ("const __sy_entry = [" + ", ".join(
+# CommonJS, as models write it for Node: `module.exports` is the entry, or names it as one of
+# these. `var`, not `let`: the user's own `var module` then redeclares it instead of being a
+# SyntaxError; `__sy_module` keeps the object even if the user's block shadows `module`.
+CJS_ENTRIES = ("runTask", "default", "main", "handler")
+_CJS_HEAD = ("var module = {exports: {}}, exports = module.exports; "
+             "const __sy_module = module, __sy_exports = exports;")
+_CJS_ENTRY = (
+    "const __sy_cjs = typeof __sy_module.exports === 'function' ? __sy_module.exports : ["
+    + ", ".join(f"'{name}'" for name in CJS_ENTRIES)
+    + "].map((k) => __sy_module.exports?.[k]).find((f) => typeof f === 'function'); "
+    # Code that exported something but no function would otherwise end as `null`.
+    "if (__sy_cjs === undefined && (__sy_module.exports !== __sy_exports"
+    " || Object.keys(__sy_exports).length > 0)) throw new TypeError('module.exports holds no"
+    " function to run: assign one to module.exports (or to exports.handler, exports.default"
+    " or exports.main)'); ")
+# What module.exports names, else the first of ENTRIES declared in the user's block (typeof:
+# an undeclared name is no error).
+_ENTRY = (_CJS_ENTRY + "const __sy_entry = [__sy_cjs, " + ", ".join(
     f"typeof {name} === 'function' ? {name} : undefined" for name in ENTRIES)
     + "].find((f) => f !== undefined);")
 
@@ -74,12 +92,12 @@ def wrap(code: str) -> Wrapped:
     code = code.removeprefix("\ufeff")
     # Code may end in a line comment: the tail always starts on a line of its own.
     if shape_of(code) == "module":
-        head = PREFIX + '"use strict"; let __sy_default; {\n'
+        head = PREFIX + '"use strict"; let __sy_default; ' + _CJS_HEAD + ' {\n'
         tail = ("\n;" + _ENTRY + " if (__sy_entry === undefined) throw new TypeError("
                 "'the module has no function to run: export runTask (or a default, main or "
                 "handler function)'); return await __sy_entry(input, tools);}})")
         return Wrapped("module", head + _unexport(code) + tail)
-    head = PREFIX + " let __sy_default; {\n"
+    head = PREFIX + " let __sy_default; " + _CJS_HEAD + " {\n"
     tail = ("\n;" + _ENTRY
             + " if (__sy_entry !== undefined) return await __sy_entry(input, tools);}})")
     return Wrapped("script", head + code + tail)

@@ -1,7 +1,10 @@
 """Functions over HTTP: immutable versions, a syntax error a 422 with line and column that
-writes nothing, runs started and listed, another owner's functions not found."""
+writes nothing (an import or require() too, naming its line), CommonJS exports
+saved and run, runs started and listed, another owner's functions not found."""
 
 from __future__ import annotations
+
+import pytest
 
 from tasks.engine import pg
 from tests.integration.jobdb import wait_for
@@ -61,6 +64,38 @@ def test_a_syntax_error_is_a_422_with_line_and_column_and_nothing_is_written(
                 {"name": "x", "code": V1, "language": "python"}, {"code": V1}):
         assert alice.post(url(alice), bad).status_code == 422, bad
     assert rows() == 0
+
+
+@pytest.mark.parametrize(("reason", "code", "line", "says"), [
+    ("an ES import", "import { createClient } from '@supabase/supabase-js';\n"
+     "export default async function (input) { return 1; }\n", 1,
+     "imports are not available: "),
+    ("a default import", "const a = 1;\nimport x from 'y';\nreturn x;\n", 2,
+     "imports are not available: "),
+    ("a require", "const axios = require('axios');\nreturn 1;\n", 1,
+     "require() is not available: "),
+])
+def test_an_import_or_require_is_a_422_naming_its_line_and_nothing_is_written(
+        alice: Caller, reason: str, code: str, line: int, says: str) -> None:  # noqa: F811
+    r = alice.post(url(alice), {"name": "imp", "code": code})
+    assert r.status_code == 422, (reason, r.get_json())
+    error = r.get_json()["error"]
+    assert error["code"] == "invalid_function"
+    assert error["details"]["line"] == line and error["details"]["column"] >= 1
+    assert f"line {line}" in error["message"] and says in error["message"], error
+    assert "syntax error" not in error["message"] and "Unexpected token" not in error["message"]
+    assert error["details"]["problem"].startswith(says)
+    assert rows() == 0
+
+
+def test_commonjs_exports_save_and_run(alice: Caller, worker) -> None:  # noqa: F811
+    code = "exports.handler = async (input, tools) => ({hello: input.who});\n"
+    saved = alice.post(url(alice), {"name": "cjs", "code": code})
+    assert saved.status_code == 201, saved.get_json()
+    started = alice.post(url(alice, "/cjs/runs"), {"input": {"who": "Ada"}})
+    job = wait_for(started.get_json()["job_id"], timeout=60)
+    assert job["status"] == "completed", job["last_error"]
+    assert job["result"] == {"output": {"hello": "Ada"}}
 
 
 def test_runs_are_started_and_listed_with_their_calls(alice: Caller, worker) -> None:  # noqa: F811

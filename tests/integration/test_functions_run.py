@@ -50,6 +50,11 @@ def other_project() -> str:
     ("a module exporting runTask", "export async function runTask(input, tools) {\n"
                                    "  return {sum: input.a + input.b};\n}\n"),
     ("a script body that returns", "return {sum: input.a + input.b};\n"),
+    ("module.exports is the function", "module.exports = async (input, tools) => {\n"
+                                       "  return {sum: input.a + input.b};\n};\n"),
+    ("exports.default", "exports.default = async (input) => ({sum: input.a + input.b});\n"),
+    ("module.exports.handler", "module.exports.handler = async function (input, tools) {\n"
+                               "  return {sum: input.a + input.b};\n};\n"),
 ])
 def test_both_code_shapes_return_their_output(worker, project: str, reason: str,
                                               code: str) -> None:

@@ -1,8 +1,12 @@
-"""The two code shapes of a function and the line mapping (pure text, no process)."""
+"""The code shapes of a function and the line mapping (pure text; CommonJS exports are
+called in an in-process QuickJS, no child process)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+import quickjs
 
 from tasks.functions import shapes
 
@@ -62,3 +66,50 @@ def test_lines_map_to_the_users_code(wrapped: int | None, clamp: bool, user: int
 def test_a_byte_order_mark_is_dropped_and_lines_stay() -> None:
     assert shapes.wrap("\ufeffreturn 1").text == shapes.wrap("return 1").text
     assert shapes.wrap("\ufeffexport default async function () {}").shape == "module"
+
+
+def settle(code: str, input: object) -> str:
+    """The wrapped code called in an in-process QuickJS (no tools, no fences): its output as
+    JSON, or the error it threw as text."""
+    ctx = quickjs.Context()
+    ctx.eval("globalThis.__out = 'pending'; (" + shapes.wrap(code).text + ")("
+             + json.dumps(input) + ", {}, {}).then((v) => { globalThis.__out = JSON.stringify("
+             "v === undefined ? null : v); }, (e) => { globalThis.__out = String(e); })")
+    while ctx.execute_pending_job():
+        pass
+    return str(ctx.eval("__out"))
+
+
+@pytest.mark.parametrize(("reason", "code"), [
+    ("module.exports is the function",
+     "module.exports = async (input, tools) => ({n: input.n + 1});"),
+    ("a function expression", "module.exports = async function (input) {\n"
+                               "  return {n: input.n + 1};\n};\n"),
+    ("module.exports.handler", "module.exports.handler = async (input) => ({n: input.n + 1});"),
+    ("exports.handler", "exports.handler = async (input) => ({n: input.n + 1});"),
+    ("exports.default", "exports.default = async (input) => ({n: input.n + 1});"),
+    ("exports.main", "exports.main = async (input) => ({n: input.n + 1});"),
+    ("an object naming main", "async function main(input) {\n  return {n: input.n + 1};\n}\n"
+                              "module.exports = { main };"),
+    ("a helper and 'use strict' first", "'use strict';\nconst inc = (n) => n + 1;\n"
+                                        "module.exports = async (input) => ({n: inc(input.n)});"),
+    ("a byte order mark first", "\ufeffexports.handler = async (input) => ({n: input.n + 1});"),
+    ("a synchronous handler", "module.exports = (input) => ({n: input.n + 1});"),
+])
+def test_commonjs_exports_name_the_function_that_runs(reason: str, code: str) -> None:
+    assert settle(code, {"n": 1}) == '{"n":2}', reason
+
+
+def test_module_exports_without_a_function_says_so() -> None:
+    assert settle("module.exports = {limit: 3};", None).startswith(
+        "TypeError: module.exports holds no function to run")
+
+
+@pytest.mark.parametrize(("reason", "code"), [
+    ("a module of its own", "const module = {name: 'm'};\nreturn {n: input.n, m: module.name};"),
+    ("a var named exports", "var exports = 1;\nreturn {n: input.n, m: exports};"),
+    ("a plain script", "return {n: input.n};"),
+    ("a bare main", "async function main(input) { return {n: input.n}; }"),
+])
+def test_code_that_never_exports_runs_as_before(reason: str, code: str) -> None:
+    assert settle(code, {"n": 1}).startswith('{"n":1'), reason

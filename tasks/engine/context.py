@@ -45,6 +45,21 @@ class ChildOutcome:
     error: str | None
 
 
+# The children a job may wait for: its own, or, for a rerun (tasks.engine.rerun), those of
+# the job it reruns, and of the one that reran, and so on: the copied spawn steps hold their
+# ids, and the rerun reads their results rather than spawning them again.
+CHILDREN = """
+WITH RECURSIVE lineage(id) AS (
+    SELECT %(parent)s::uuid
+    UNION
+    SELECT j.rerun_of FROM agent_jobs j JOIN lineage l ON j.id = l.id
+    WHERE j.rerun_of IS NOT NULL
+)
+SELECT id, job_type, status, result, last_error FROM agent_jobs
+WHERE id = ANY(%(ids)s::uuid[]) AND parent_job_id IN (SELECT id FROM lineage)
+"""
+
+
 class JobContext:
     """The API every handler is written against: `def handle(ctx: JobContext, p: Payload)`."""
 
@@ -190,10 +205,7 @@ class JobContext:
     def wait(self, child_ids: list[str]) -> list[ChildOutcome]:
         """Return the children's outcomes once all are terminal; until then suspend the job."""
         params = {"ids": [str(c) for c in child_ids], "parent": self.job_id}
-        rows = pg.persisting(lambda: pg.fetch_dicts(
-            "SELECT id, job_type, status, result, last_error FROM agent_jobs "
-            "WHERE id = ANY(%(ids)s::uuid[]) AND parent_job_id = %(parent)s", params),
-            what="reading children")
+        rows = pg.persisting(lambda: pg.fetch_dicts(CHILDREN, params), what="reading children")
         by_id = {str(r["id"]): r for r in rows}
         missing = [c for c in child_ids if str(c) not in by_id]
         if missing:

@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.engine import pg
+from tasks.engine import pg, registry
 from tasks.engine.enqueue import SELECT_BY_KEY, Enqueued, EnqueueRequest, enqueue
 from tasks.engine.errors import SwitchyardError
 
@@ -33,12 +33,12 @@ FINISHED = ("completed", "failed", "canceled")
 
 class RerunRefused(SwitchyardError):
     """The rerun cannot be made as asked: `not_finished` and `step_not_completed` are the
-    original's state (409), `unknown_step` the request's (422)."""
+    original's state (409), `unknown_step` and `not_rerunnable` the request's (422)."""
 
     def __init__(self, code: str, message: str, details: dict[str, Any] | None = None):
         super().__init__(message)
         self.code = code
-        self.http_status = 422 if code == "unknown_step" else 409
+        self.http_status = 422 if code in ("unknown_step", "not_rerunnable") else 409
         self._details = details or {}
 
     def details(self) -> dict[str, Any]:
@@ -57,6 +57,9 @@ SELECT id, project_id, job_type, status, payload, priority, max_attempts, timeou
 FROM agent_jobs WHERE id = %s
 """
 _STEPS = "SELECT seq, name, status FROM job_steps WHERE job_id = %s ORDER BY seq"
+# What a client does instead of rerunning one of Switchyard's own job types.
+_INSTEAD = {"workflow.run": ": start the workflow again (POST /api/workflows/<wid>/runs)"}
+
 # The copies keep the original's times: they say when the work was done.
 _COPY = """
 INSERT INTO job_steps (job_id, seq, name, status, output, error, attempts, started_at,
@@ -91,6 +94,12 @@ def rerun(job_id: uuid.UUID | str, from_step: str, payload: dict[str, Any] | Non
     if original["status"] not in FINISHED:
         raise RerunRefused("not_finished", f"only a finished job can be rerun; this one is "
                            f"{original['status']}", {"status": original["status"]})
+    if public and not registry.get(original["job_type"]).public:
+        # Said before the steps are: their names are the engine's (run:resolve:s2), and a
+        # client given them would only meet this refusal next, worded as an unknown type.
+        raise RerunRefused("not_rerunnable", f"a {original['job_type']} job is Switchyard's "
+                           "own and cannot be rerun" + _INSTEAD.get(original["job_type"], ""),
+                           {"job_type": original["job_type"]})
     steps = pg.fetch_dicts(_STEPS, (original["id"],))
     start = next((s for s in steps if s["name"] == from_step), None)
     if start is None:

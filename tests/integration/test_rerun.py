@@ -177,3 +177,34 @@ def test_a_rerun_through_an_effect_step_gets_the_ledgers_outcome_not_a_second_se
     assert attempts_by_step(str(again.job_id)) == {"prepare": 0, "deploy": 1, "announce": 1}
     assert tuples("SELECT count(*) FROM action_executions WHERE project_id = %s",
                   (alice.project,)) == [(1,)]
+
+
+def test_a_rerun_past_a_wait_for_children_reads_the_originals_children(alice, worker):
+    # Given a finished canary that spawned two children after its first step and waited
+    original = alice.job(payload={"steps": 3, "children": 2})
+    assert wait_for(original, timeout=60)["status"] == "completed"
+    kids = tuples("SELECT id FROM agent_jobs WHERE parent_job_id = %s", (original,))
+    assert len(kids) == 2
+    # When it is rerun from its last step, past the spawns and the wait
+    r = alice.post(f"/api/jobs/{original}/rerun", {"from_step": "step-3"})
+    assert r.status_code == 202, r.get_json()
+    row = wait_for(r.get_json()["job_id"], timeout=60)
+    # Then the wait reads the original's children (their ids are in the copied spawns): no
+    # "are not children of this job", and nothing is spawned again
+    assert row["status"] == "completed", row["last_error"]
+    assert tuples("SELECT count(*) FROM agent_jobs WHERE parent_job_id = %s",
+                  (r.get_json()["job_id"],)) == [(0,)]
+
+
+def test_a_workflow_run_is_not_rerun_and_says_what_to_do_instead(alice, worker):
+    wid = alice.post(f"/api/projects/{alice.project}/workflows", {
+        "name": "wf", "steps": [{"name": "a", "job_type": "system.canary"}]}).get_json()["id"]
+    run = alice.post(f"/api/workflows/{wid}/runs", {"inputs": {}}).get_json()["job_id"]
+    assert wait_for(run, timeout=60)["status"] == "completed"
+    before = counts()
+    # By its workflow step's name, or by an engine step's: the same refusal, in words
+    for step in ("a", "run:resolve:a"):
+        error = assert_error(alice.post(f"/api/jobs/{run}/rerun", {"from_step": step}), 422,
+                             "not_rerunnable", "workflow")
+        assert "/runs" in error["message"]
+    assert counts() == before

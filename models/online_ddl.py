@@ -33,12 +33,15 @@ def _autocommit() -> Iterator[None]:
         op.execute("RESET lock_timeout")
 
 
-def create_index(name: str, table: str, columns: str, where: str | None = None) -> None:
-    """`CREATE INDEX CONCURRENTLY name ON table columns [WHERE where]`, replacing a leftover."""
+def create_index(name: str, table: str, columns: str, where: str | None = None, *,
+                 unique: bool = False) -> None:
+    """`CREATE [UNIQUE] INDEX CONCURRENTLY name ON table columns [WHERE where]`, replacing a
+    leftover."""
     predicate = f" WHERE {where}" if where else ""
+    kind = "UNIQUE INDEX" if unique else "INDEX"
     with _autocommit():
         op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
-        op.execute(f"CREATE INDEX CONCURRENTLY {name} ON {table} {columns}{predicate}")
+        op.execute(f"CREATE {kind} CONCURRENTLY {name} ON {table} {columns}{predicate}")
 
 
 def drop_index(name: str) -> None:
@@ -75,3 +78,18 @@ def validate_constraint(table: str, name: str) -> None:
     UPDATE EXCLUSIVE, which writers pass; the constraint held every new row meanwhile."""
     with _autocommit():
         op.execute(f"ALTER TABLE {table} VALIDATE CONSTRAINT {name}")
+
+
+def replace_primary_key(table: str, columns: str) -> None:
+    """Make `columns` the table's primary key (`<table>_pkey`) without building it under a
+    lock: its unique index is built concurrently (kept when valid from a run stopped after
+    the build), then the constraints are swapped in one ALTER, ACCESS EXCLUSIVE for a
+    catalog change only (the columns are NOT NULL already, so nothing is scanned). The ALTER
+    runs in the migration's own transaction, under its lock timeout, and is stamped with it.
+    Nothing may reference the old key by a foreign key (it is dropped, not cascaded)."""
+    name = f"{table}_pkey"
+    building = f"{name}_next"
+    if not _is_valid(building):
+        create_index(building, table, columns, unique=True)
+    op.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}, "
+               f"ADD CONSTRAINT {name} PRIMARY KEY USING INDEX {building}")

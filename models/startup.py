@@ -19,6 +19,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     Numeric,
+    PrimaryKeyConstraint,
     Text,
     UniqueConstraint,
     Uuid,
@@ -300,12 +301,17 @@ class Function(Base):
 
 class FunctionData(Base):
     """The per-project document store functions reach as the table "function_data"
-    (tasks.functions.data): always scoped to the running job's project."""
+    (tasks.functions.data): always scoped to the running job's project. A row is keyed by
+    (project, id), so each project has the table to itself: an id another project used is
+    neither refused nor revealed."""
 
     __tablename__ = "function_data"
 
-    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    id: Mapped[uuid.UUID] = mapped_column(default=uuid.uuid4)
     project_id: Mapped[uuid.UUID] = _project_fk()
+    # The call whose insert made the row (its seed-derived key): that call repeated after a
+    # crash finds the row; any other insert of its id is a duplicate key.
+    made_by: Mapped[uuid.UUID | None] = mapped_column(nullable=True)
     collection: Mapped[str] = mapped_column(Text)
     doc: Mapped[Any] = mapped_column(JSONB)
     # Bytes of JSON, kept by PostgreSQL: what the owner's quota sums (tasks.services.quotas).
@@ -314,7 +320,8 @@ class FunctionData(Base):
     created_at: Mapped[datetime] = _now()
     updated_at: Mapped[datetime] = _now()
 
-    __table_args__ = (Index("ix_function_data_project_collection", "project_id", "collection",
+    __table_args__ = (PrimaryKeyConstraint("project_id", "id", name="function_data_pkey"),
+                      Index("ix_function_data_project_collection", "project_id", "collection",
                             "created_at"),
                       # `eq` on a field of a function's own table is containment on doc
                       Index("ix_function_data_doc", "doc", postgresql_using="gin",

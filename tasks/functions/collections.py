@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from tasks.functions.keys import PART, NewRows, call_key
 from tasks.functions.tables import QueryProblem, checked_text, storable_json
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -42,6 +43,9 @@ class Query:
     # Measured before any row is sent (tasks.functions.data._capped); an insert's or
     # upsert's own WITH cannot be nested there, and its answer is bounded by its arguments.
     capped: bool = True
+    # An insert's or upsert's rows: each must come back, else its id was the project's
+    # already and the write is rolled back as a duplicate key (tasks.functions.keys).
+    new_rows: NewRows | None = None
 
 
 def name_of(table: Any) -> str:
@@ -100,19 +104,27 @@ def _insert(project_id: str, table: str, values: Any, seed: str,
         raise QueryProblem(f"insert() takes a row or a list of 1 to {MAX_INSERT} rows")
     parts: list[str] = []
     params: list[Any] = []
+    keys: list[uuid.UUID] = []
     for n, row in enumerate(rows):
         row_id, doc = _row(row, n, seed)
-        parts.append("(%s, %s, %s, %s::jsonb)")
-        params += [row_id, project_id, table, doc]
-    ids = params[0::4]
-    # Repeated after a crash, the rows are found, not added again (ids come from the seed).
-    sql = (f"WITH ins AS (INSERT INTO function_data AS t (id, project_id, collection, doc) "
-           f"VALUES {', '.join(parts)} ON CONFLICT (id) DO NOTHING RETURNING t.*) "
-           f"SELECT {ROW} AS row FROM (SELECT * FROM ins UNION ALL SELECT * FROM function_data "
-           "WHERE project_id = %s AND collection = %s AND id = ANY(%s) "
-           "AND id NOT IN (SELECT id FROM ins)) t ORDER BY array_position(%s, t.id)")
-    return Query(sql, [*params, project_id, table, ids, ids], _fields(request.get("columns")),
-                 grows=True, capped=False)
+        keys.append(call_key(seed, n))
+        parts.append("(%s, %s, %s, %s::jsonb, %s)")
+        params += [row_id, project_id, table, doc, keys[-1]]
+    ids: list[uuid.UUID] = params[0::5]
+    # The key is (project, id): only the project's own rows conflict. Repeated after a crash,
+    # the call finds the rows it made (same seed, same keys) instead of adding them again; a
+    # row it did not make is left out, and NewRows.check makes that a duplicate key.
+    sql = (f"WITH ins AS (INSERT INTO function_data AS t (id, project_id, collection, doc, "
+           f"made_by) VALUES {', '.join(parts)} ON CONFLICT (project_id, id) DO NOTHING "
+           f'RETURNING t.*) SELECT {ROW} AS row, array_position(%s, t.id) - 1 AS "{PART}" '
+           "FROM (SELECT * FROM ins UNION ALL SELECT * FROM function_data f "
+           "WHERE f.project_id = %s AND f.collection = %s AND EXISTS (SELECT 1 FROM "
+           "unnest(%s::uuid[], %s::uuid[]) AS k(id, key) WHERE f.id = k.id "
+           "AND (f.made_by = k.key OR f.id = k.key)) "
+           "AND f.id NOT IN (SELECT id FROM ins)) t ORDER BY array_position(%s, t.id)")
+    return Query(sql, [*params, ids, project_id, table, ids, keys, ids],
+                 _fields(request.get("columns")), grows=True, capped=False,
+                 new_rows=NewRows(table, ids))
 
 
 def _upsert(project_id: str, table: str, request: dict[str, Any], seed: str) -> Query:
@@ -129,8 +141,10 @@ def _upsert(project_id: str, table: str, request: dict[str, Any], seed: str) -> 
     ctes: list[str] = []
     selects: list[str] = []
     params: list[Any] = []
+    ids: list[uuid.UUID] = []
     for n, row in enumerate(rows):
         row_id, doc = _row(row, n, seed)
+        ids.append(row_id)
         match_params: list[Any]
         if key == "id":
             match, match_params = "t.id = %s", [row_id]  # the row's own id, or its seed's
@@ -142,22 +156,25 @@ def _upsert(project_id: str, table: str, request: dict[str, Any], seed: str) -> 
                     f"updated_at = now() WHERE t.project_id = %s AND t.collection = %s "
                     f"AND {match} RETURNING t.*)")
         params += [doc, project_id, table, *match_params]
+        # Not matched, the row is inserted; its id taken in the project (in another table of
+        # it, or by a concurrent insert) leaves both CTEs empty: a duplicate key (NewRows).
         ctes.append(f"i{n} AS (INSERT INTO function_data AS t (id, project_id, collection, "
-                    f"doc) SELECT %s, %s, %s, %s::jsonb WHERE NOT EXISTS (SELECT 1 FROM u{n}) "
-                    "ON CONFLICT (id) DO NOTHING RETURNING t.*)")
-        params += [row_id, project_id, table, doc]
-        selects += [f"SELECT {ROW} AS row FROM u{n} t", f"SELECT {ROW} AS row FROM i{n} t"]
+                    f"doc, made_by) SELECT %s, %s, %s, %s::jsonb, %s WHERE NOT EXISTS "
+                    f"(SELECT 1 FROM u{n}) ON CONFLICT (project_id, id) DO NOTHING "
+                    "RETURNING t.*)")
+        params += [row_id, project_id, table, doc, call_key(seed, n)]
+        selects += [f'SELECT {ROW} AS row, {n} AS "{PART}" FROM {cte}{n} t'
+                    for cte in ("u", "i")]
     sql = f"WITH {', '.join(ctes)} {' UNION ALL '.join(selects)}"
     return Query(sql, params, _fields(request.get("columns")), writes=True, grows=True,
-                 capped=False)
+                 capped=False, new_rows=NewRows(table, ids))
 
 
 def _row(row: Any, n: int, seed: str) -> tuple[uuid.UUID, str]:
     if not isinstance(row, dict):
         raise QueryProblem(f"row {n}: a row must be an object")
     given = row.get("id")
-    row_id = _uuid(given, n) if given is not None else \
-        uuid.uuid5(uuid.NAMESPACE_URL, f"switchyard:function_data:{seed}:{n}")
+    row_id = _uuid(given, n) if given is not None else call_key(seed, n)
     return row_id, _doc({k: v for k, v in row.items() if k not in SERVER_FIELDS}, f"row {n}")
 
 

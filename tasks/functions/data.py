@@ -18,6 +18,7 @@ from psycopg.rows import dict_row
 
 from tasks.engine import pg
 from tasks.functions import collections
+from tasks.functions.keys import PART, DuplicateKey, NewRows, call_key
 from tasks.functions.tables import (
     TABLES,
     WRITABLE_COLUMNS,
@@ -58,6 +59,9 @@ class Statement:
     # An insert or update: measured against the owner's quota of bytes after it ran, and
     # rolled back when over (tasks.services.quotas).
     grows: bool = False
+    # An insert's or upsert's rows, each to come back in the answer, else a duplicate key
+    # and the write is rolled back (tasks.functions.keys).
+    new_rows: NewRows | None = None
 
 
 class _TooBig(Exception):
@@ -72,7 +76,8 @@ def run(project_id: uuid.UUID | str, request: Any, *, seed: str) -> dict[str, An
     try:
         query = _own_table(str(project_id), request, seed)
         statement = Statement(query.sql, query.params, capped=query.capped,
-                              writes=query.writes, grows=query.grows) if query \
+                              writes=query.writes, grows=query.grows,
+                              new_rows=query.new_rows) if query \
             else build(str(project_id), request, seed)
         capped = statement.capped
         rows = _measured_write(statement, str(project_id)) \
@@ -87,6 +92,8 @@ def run(project_id: uuid.UUID | str, request: Any, *, seed: str) -> dict[str, An
         return {"data": None, "error": {"message": f"the answer would be {big.size} bytes, "
                                         f"over the {MAX_ANSWER_BYTES} allowed, so nothing was "
                                         "changed: return fewer columns (.select('id'))"}}
+    except DuplicateKey as duplicate:
+        return {"data": None, "error": duplicate.answer()}
     except QueryProblem as problem:
         return {"data": None, "error": {"message": str(problem)}}
     except (psycopg.DataError, psycopg.IntegrityError) as exc:
@@ -106,7 +113,7 @@ def run(project_id: uuid.UUID | str, request: Any, *, seed: str) -> dict[str, An
         if query.count:
             answer["count"] = int(rows[0]["count"]) if rows else 0
         return answer
-    return {"data": [{k: _plain(v) for k, v in row.items() if k not in (_BYTES, _ORDINAL)}
+    return {"data": [{k: _plain(v) for k, v in row.items() if k not in (_BYTES, _ORDINAL, PART)}
                      for row in rows], "error": None}
 
 
@@ -142,6 +149,8 @@ def _measured_write(statement: Statement, project_id: str) -> list[dict[str, Any
         size = rows[0][_BYTES] if rows and statement.capped else 0
         if size > MAX_ANSWER_BYTES:
             raise _TooBig(size)
+        if statement.new_rows is not None:
+            statement.new_rows.check(rows)  # raised here, the transaction rolls back
         if statement.grows:
             quotas.check(quotas.FUNCTION_DATA, project=project_id)
     return rows
@@ -248,19 +257,21 @@ def _insert(project_id: str, values: Any, seed: str, returning: str) -> Statemen
     params: list[Any] = []
     for n, row in enumerate(rows):
         collection, doc = _row(row, n)
-        row_id = uuid.uuid5(uuid.NAMESPACE_URL, f"switchyard:function_data:{seed}:{n}")
-        sql_rows.append("(%s, %s, %s, %s::jsonb)")
-        params += [row_id, project_id, collection, doc]
-    # Repeated (a crash before the call was recorded), the rows are found, not added again.
-    # The outer SELECT does not see the CTE's rows (one snapshot): it reads both.
-    ids = params[0::4]
+        row_id = call_key(seed, n)  # never given here: the call's own key, so its made_by
+        sql_rows.append("(%s, %s, %s, %s::jsonb, %s)")
+        params += [row_id, project_id, collection, doc, row_id]
+    # Repeated (a crash before the call was recorded), the rows are found, not added again:
+    # their ids are the call's keys. The key is (project, id): only the project's rows
+    # conflict. The outer SELECT does not see the CTE's rows (one snapshot): it reads both.
+    ids: list[uuid.UUID] = params[0::5]
     return Statement(
-        "WITH ins AS (INSERT INTO function_data AS t (id, project_id, collection, doc) VALUES "
-        f"{', '.join(sql_rows)} ON CONFLICT (id) DO NOTHING RETURNING t.*) "
-        f"SELECT {returning} FROM (SELECT * FROM ins UNION ALL SELECT * FROM function_data "
-        "WHERE project_id = %s AND id = ANY(%s) AND id NOT IN (SELECT id FROM ins)) t "
-        "ORDER BY array_position(%s, t.id)",
-        [*params, project_id, ids, ids], capped=False, grows=True)
+        "WITH ins AS (INSERT INTO function_data AS t (id, project_id, collection, doc, made_by) "
+        f"VALUES {', '.join(sql_rows)} ON CONFLICT (project_id, id) DO NOTHING RETURNING t.*) "
+        f'SELECT {returning}, array_position(%s, t.id) - 1 AS "{PART}" FROM (SELECT * FROM ins '
+        "UNION ALL SELECT * FROM function_data WHERE project_id = %s AND id = ANY(%s) "
+        "AND id NOT IN (SELECT id FROM ins)) t ORDER BY array_position(%s, t.id)",
+        [*params, ids, project_id, ids, ids], capped=False, grows=True,
+        new_rows=NewRows("function_data", ids))
 
 
 def _row(row: Any, n: int) -> tuple[str, str]:

@@ -462,6 +462,35 @@ def test_a_table_of_its_own_naming_works_as_supabase_js_code_expects(worker, pro
     assert run(stranger, "peek")["result"]["output"] == []
 
 
+TWIN = """
+const row = {id: "7d1f3c1e-0000-4000-8000-00000000b0b0", owner: input};
+const ins = await tools.supabase.from("users").insert(row).select();
+const dup = await tools.supabase.from("users").insert(row).select();
+const ups = await tools.supabase.from("users").upsert({...row, seen: true}).select();
+return {ins: ins.data, insError: ins.error, dup: dup.data, code: dup.error && dup.error.code,
+        ups: ups.data.map((r) => [r.owner, r.seen])};
+"""
+
+
+def test_two_projects_insert_the_same_explicit_id_each_into_its_own_table(worker,
+                                                                          project) -> None:
+    # A row's identity is (project, id): B's insert is neither swallowed by A's row nor a
+    # way to learn that A has one; a duplicate in B itself is PostgREST's 23505.
+    theirs = other_project()
+    for who, name in ((theirs, "a"), (project, "b")):
+        save(who, "twin", TWIN)
+        job = run(who, "twin", name)
+        assert job["status"] == "completed", job["last_error"]
+        out = job["result"]["output"]
+        assert [(r["id"], r["owner"]) for r in out["ins"]] == [
+            ("7d1f3c1e-0000-4000-8000-00000000b0b0", name)]
+        assert (out["insError"], out["dup"], out["code"]) == (None, None, "23505")
+        assert out["ups"] == [[name, True]]
+    for who, name in ((theirs, "a"), (project, "b")):
+        assert tuples("SELECT doc FROM function_data WHERE project_id = %s",
+                      (who,)) == [({"owner": name, "seen": True},)]
+
+
 def test_console_logging_the_way_models_write_it(worker, project) -> None:
     # An Error logged shows its message (JSON.stringify gave "{}"), and a log line in a long
     # loop does not use up the run's tool calls: past the lines a run keeps, one note says

@@ -296,3 +296,39 @@ def test_two_migrators_at_once_take_turns(scratch_url):
     said = [run.communicate(timeout=120)[0] for run in runs]
     assert [run.returncode for run in runs] == [0, 0], said
     assert _diff(scratch_url) == []
+
+
+def _function_data_key(conn: psycopg.Connection) -> list[str]:
+    """function_data's primary key columns, in order."""
+    return [name for (name,) in conn.execute(
+        "SELECT a.attname FROM pg_index i JOIN LATERAL unnest(i.indkey) WITH ORDINALITY "
+        "AS k(attnum, n) ON true JOIN pg_attribute a ON a.attrelid = i.indrelid "
+        "AND a.attnum = k.attnum WHERE i.indrelid = 'function_data'::regclass "
+        "AND i.indisprimary ORDER BY k.n").fetchall()]
+
+
+def test_function_data_rows_are_keyed_by_project_and_id_after_0024(scratch_url):
+    """0024 keys a function's row by (project, id) over the rows already there (ids unique
+    across projects are unique within each), so two projects may then hold the same id."""
+    command.upgrade(alembic_config(scratch_url), "0023")
+    with psycopg.connect(scratch_url, autocommit=True) as conn:
+        a, b = (conn.execute("INSERT INTO projects (id, name) VALUES (gen_random_uuid(), %s) "
+                             "RETURNING id", (name,)).fetchone()[0] for name in ("a", "b"))
+        conn.execute("INSERT INTO function_data (id, project_id, collection, doc) "
+                     "SELECT gen_random_uuid(), %s, 'c', jsonb_build_object('n', g) "
+                     "FROM generate_series(1, 50) g", (a,))
+        assert _function_data_key(conn) == ["id"]
+        migrate(scratch_url, "0024")
+        assert _function_data_key(conn) == ["project_id", "id"]
+        assert conn.execute("SELECT count(*) FROM function_data").fetchone() == (50,)
+        # The same id in two projects; twice in one project, still refused
+        [(row,)] = conn.execute("SELECT id FROM function_data LIMIT 1").fetchall()
+        conn.execute("INSERT INTO function_data (id, project_id, collection, doc) "
+                     "VALUES (%s, %s, 'c', '{}')", (row, b))
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute("INSERT INTO function_data (id, project_id, collection, doc) "
+                         "VALUES (%s, %s, 'd', '{}')", (row, a))
+        assert not conn.execute("SELECT count(*) FROM pg_class WHERE relname LIKE "
+                                "'function_data%%_next'").fetchone()[0]
+    migrate(scratch_url)
+    assert _diff(scratch_url) == []

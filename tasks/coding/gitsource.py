@@ -100,8 +100,9 @@ def local_path(path: str, local_roots: Sequence[Path]) -> Path:
     real = Path(path).resolve()
     roots = [Path(root).resolve() for root in local_roots]
     if not any(real == root or root in real.parents for root in roots):
-        raise PermanentError(f"{path} is not under a local repository root "
-                             f"(SWITCHYARD_LOCAL_REPOS: {', '.join(map(str, roots))})")
+        # The roots are the operator's: a tenant learns the rule, not where they are.
+        raise PermanentError(f"{path} is not under a local repository root this server "
+                             "allows (SWITCHYARD_LOCAL_REPOS)")
     if not real.is_dir():
         raise PermanentError(f"{path} is not a directory")
     return real

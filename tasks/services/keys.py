@@ -16,7 +16,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from tasks.services.private_files import write_private
+from tasks.services.private_files import make_data_dir, write_private
 from tasks.settings import Settings
 
 SECRET_FILE = "web-secret-key"  # the name predates the keystore: kept so old data dirs work
@@ -28,7 +28,7 @@ def master_key(settings: Settings) -> str:
     path = Path(settings.data_dir) / SECRET_FILE
     if not path.exists():
         # Passable, not private: the sandboxes' user goes through it to their runtime copies.
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_data_dir(path.parent)
         # Web and workers may start at once: the first key made is the one all keep.
         write_private(path, secrets.token_urlsafe(48), replace=False)
     return path.read_text().strip()

@@ -40,3 +40,13 @@ def write_private(path: Path, text: str, *, replace: bool = True) -> bool:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+DATA_DIR_MODE = 0o711
+
+
+def make_data_dir(path: Path) -> None:
+    """The data dir, made passable but not listable by others: the sandboxes' user (65534)
+    goes through it to the paths it is given, and no other user of the machine may list the
+    environments, workspaces and sockets below it. An existing one is left as it is."""
+    path.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)

@@ -35,7 +35,8 @@ def test_the_master_secret_leaves_a_new_data_dir_passable_for_the_sandboxes(tmp_
         key = master_key(replace(get_settings(), data_dir=data_dir, secret_key=""))
     finally:
         os.umask(old)
-    assert key and _mode(data_dir) == 0o755
+    # passable for the sandboxes, not listable by the machine's other users
+    assert key and _mode(data_dir) == 0o711
     assert _mode(data_dir / "web-secret-key") == 0o600
 
 

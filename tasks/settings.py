@@ -144,6 +144,10 @@ class Settings:
     # app.http.pgpool: the web process's database connections, all of them (requests, streams'
     # reads, the event hub); a request holds at most one.
     web_db_connections: int = 20
+    # app.ops.receive_deadline: how long the web process gives one request to arrive, its
+    # headers and body together; a slower one's connection is closed, so slow clients can
+    # never hold every thread.
+    request_receive_seconds: float = 15.0
     # app.http.tokens: how long a web process keeps a live token's caller before looking it up
     # again; a token revoked elsewhere (the CLI) stops working within it. 0: every request.
     token_cache_seconds: float = 1.0
@@ -465,6 +469,8 @@ def read_settings() -> Settings:
         streams_per_process=env_int("SWITCHYARD_STREAMS_PER_PROCESS", 48, minimum=1),
         stream_max_seconds=env_float("SWITCHYARD_STREAM_MAX_SECONDS", 600.0, minimum=1.0),
         web_db_connections=env_int("SWITCHYARD_WEB_DB_CONNECTIONS", 20, minimum=2),
+        request_receive_seconds=env_float("SWITCHYARD_REQUEST_RECEIVE_SECONDS", 15.0,
+                                          minimum=0.5),
         token_cache_seconds=env_float("SWITCHYARD_TOKEN_CACHE_SECONDS", 1.0, minimum=0.0),
         secret_key=env_str("SWITCHYARD_SECRET_KEY", ""),
         public_url=public_url,

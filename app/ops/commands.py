@@ -8,12 +8,16 @@ import sys
 
 from tasks.settings import get_settings
 
+# gunicorn's gthread, with a bound on receiving each request (app.ops.receive_deadline).
+WORKER_CLASS = "app.ops.receive_deadline.ThreadWorker"
+
 
 def web_command(host: str, port: int, threads: int, workers: int = 1) -> list[str]:
     # One process by default: its event hub serves every stream. More processes take more
     # enqueues per second (issue 26: bench/http_latency.py --web-workers), each with its hub.
-    return [sys.executable, "-m", "gunicorn", "-c", "python:app.ops.gunicorn_conf", "-k", "gthread",
-            "-w", str(workers), "--threads", str(threads), "-b", f"{host}:{port}",
+    return [sys.executable, "-m", "gunicorn", "-c", "python:app.ops.gunicorn_conf",
+            "-k", WORKER_CLASS, "-w", str(workers), "--threads", str(threads),
+            "-b", f"{host}:{port}",
             "--timeout", "60", "--graceful-timeout", "10", "app.web:create_app()"]
 
 

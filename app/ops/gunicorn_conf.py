@@ -19,10 +19,19 @@ from typing import Any
 # or two `up`s, would fight over it. Nothing here uses gunicornc.
 control_socket_disable = True
 
+# gthread, with a bound on how long receiving one request may take (app.ops.receive_deadline):
+# slow clients cannot hold every thread. The command lines name it too (`-k` wins over this).
+worker_class = "app.ops.receive_deadline.ThreadWorker"
+
 
 def post_worker_init(worker: Any) -> None:
     from app.ops import lingering
+    from app.ops.receive_deadline import ThreadWorker
 
+    if not isinstance(worker, ThreadWorker):  # `-k gthread` from an older command line
+        worker.log.warning("worker class %s does not bound how long a request may take to "
+                           "arrive: slow clients can hold every thread; use -k %s.%s",
+                           type(worker).__name__, ThreadWorker.__module__, ThreadWorker.__name__)
     lingering.install()  # a client that keeps its end open stalls nobody (app.ops.lingering)
     handle_exit = worker.handle_exit
 

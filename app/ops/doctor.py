@@ -168,8 +168,13 @@ def _package(system: str, what: str, dist: str) -> Check:
 def _service(system: str, what: str, var: str, answers: Callable[[str], str | None]) -> Check:
     url = os.environ[var]
     why = answers(url)
-    return Check(system, what, why is None, f"{var} answers" if why is None else why,
-                 f"start the server {var} names, or unset {var} for the embedded one")
+    fix = f"start the server {var} names, or unset {var} for the embedded one"
+    if why is not None and why.startswith(UNMIGRATED):
+        why, fix = why.removeprefix(UNMIGRATED), "switchyard migrate"
+    return Check(system, what, why is None, f"{var} answers" if why is None else why, fix)
+
+
+UNMIGRATED = "unmigrated: "  # _pg_answers: the server answers; its schema is behind
 
 
 def _pg_answers(url: str) -> str | None:
@@ -182,7 +187,8 @@ def _pg_answers(url: str) -> str | None:
             version = database_version(lambda sql: (conn.execute(sql).fetchone() or [None])[0])
     except psycopg.Error as exc:
         return f"cannot connect: {str(exc).strip().splitlines()[0]}"
-    return schema_problem(version)
+    problem = schema_problem(version)
+    return None if problem is None else UNMIGRATED + problem
 
 
 def _broker_answers(url: str) -> str | None:

@@ -61,8 +61,9 @@ def run_all(port: int) -> None:
             os.environ["SWITCHYARD_LOCAL_REPOS"] = str(demo.parent.resolve())
             click.echo(f"coding agent demo: repo_url {demo.resolve()}, task {DEMO_TASK!r}")
         get_settings.cache_clear()
-        _report_machine()
+        # Migrated first: the report checks the schema, and a fresh database has none yet.
         _prepare_database()
+        _report_machine()
         token = _local_token(data_dir)
         children = _start_children(port)
         stack.callback(_stop_children, children)

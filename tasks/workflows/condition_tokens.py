@@ -59,12 +59,21 @@ def tokenize(text: str) -> list[Token]:
     return tokens
 
 
+# What models write in a condition from JavaScript habit, and what this language says instead
+# (longest first: === before ==).
+_JAVASCRIPT = {"===": "compare with ==", "!==": "compare with !=", "&&": "write and",
+               "||": "write or"}
+
+
 def _token_at(text: str, at: int) -> tuple[Token, int]:
     char, column = text[at], at + 1
     if char in "()[],":
         return Token(char, char, column), at + 1
     if text.startswith("{{", at):
         return _template(text, at)
+    for js, ours in _JAVASCRIPT.items():
+        if text.startswith(js, at):
+            raise ConditionError(f"{js} is JavaScript: {ours}", column)
     for op in OPERATORS:
         if text.startswith(op, at):
             return Token("op", op, column), at + len(op)

@@ -205,6 +205,11 @@ def test_evaluation_errors_name_the_problem_and_its_column(text: str, column: in
         pytest.param("   ", 1, "empty", id="blank"),
         pytest.param("inputs.n = 3", 10, "compare with ==", id="a lone ="),
         pytest.param("!inputs.flag", 1, "write != or not", id="a lone !"),
+        # JavaScript, as models write conditions: said as such, with this language's word
+        pytest.param("inputs.n === 3", 10, "=== is JavaScript: compare with ==", id="==="),
+        pytest.param("inputs.n !== 3", 10, "!== is JavaScript: compare with !=", id="!=="),
+        pytest.param("true && false", 6, "&& is JavaScript: write and", id="&&"),
+        pytest.param("true || false", 6, "|| is JavaScript: write or", id="||"),
         pytest.param("inputs.n == 3 == 3", 15, "do not chain", id="chained comparisons"),
         pytest.param("1 < 2 < 3", 7, "do not chain", id="chained orderings"),
         pytest.param("inputs.s == 'abc", 13, "never closed", id="unterminated string"),

@@ -29,6 +29,8 @@ from tasks.services.private_files import write_private
 from tasks.settings import get_settings
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+RESTARTS = 3  # a child that exits more often than this within RESTART_WINDOW stops up
+RESTART_WINDOW = 60.0
 
 
 def run_all(port: int) -> None:
@@ -146,11 +148,23 @@ def _wait(children: dict[str, subprocess.Popen]) -> None:
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, on_signal)
+    exits: dict[str, list[float]] = {}
     while not stop["now"]:
-        for name, proc in children.items():
-            if proc.poll() is not None:
-                click.echo(f"{name} exited with {proc.returncode}; stopping", err=True)
+        for name, proc in list(children.items()):
+            if proc.poll() is None:
+                continue
+            # A child that dies (the OOM killer, a kill -9) is started again, as a supervisor
+            # would: its jobs are reclaimed by the sweeps, and the rest of up (the web, its
+            # open requests and streams) never notices. One that keeps dying stops up.
+            now = time.monotonic()
+            recent = [t for t in exits.get(name, []) if now - t < RESTART_WINDOW] + [now]
+            exits[name] = recent
+            if len(recent) > RESTARTS:
+                click.echo(f"{name} exited with {proc.returncode}, {len(recent)} times in "
+                           f"{RESTART_WINDOW:g} s; stopping", err=True)
                 return
+            click.echo(f"{name} exited with {proc.returncode}; starting it again", err=True)
+            children[name] = subprocess.Popen(proc.args, start_new_session=True)
         time.sleep(0.5)
     click.echo("\nstopping …")
 

@@ -68,11 +68,46 @@ def test_up_prints_the_uis_address_that_signs_in_with_the_printed_token(tmp_path
     try:
         text = log.read_text()
         assert TOKEN.search(text).group(1) == token  # type: ignore[union-attr]
-        listed = httpx.get(UP.search(text).group(1) + "api/projects",  # type: ignore[union-attr]
-                           headers={"Authorization": f"Bearer {token}"}, timeout=10)
+        url = UP.search(text).group(1)  # type: ignore[union-attr]
+        auth = {"Authorization": f"Bearer {token}"}
+        listed = httpx.get(url + "api/projects", headers=auth, timeout=10)
         assert listed.status_code == 200
+
+        # A worker killed under up (the OOM killer, a kill -9) is started again; the web
+        # and what it serves stay up, and jobs still run
+        [worker] = [pid for pid, cmd in _children(again.pid) if "--queues" in cmd
+                    and "sweeps" not in cmd.split("--queues", 1)[1].split()[0]]
+        os.kill(worker, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while "worker exited with -9; starting it again" not in log.read_text():
+            assert again.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        project = httpx.post(url + "api/projects", json={"name": "after"}, headers=auth,
+                             timeout=10).json()["id"]
+        job = httpx.post(url + f"api/projects/{project}/jobs", headers=auth, timeout=10,
+                         json={"job_type": "system.canary"}).json()["job_id"]
+        while httpx.get(url + f"api/jobs/{job}", headers=auth,
+                        timeout=10).json()["status"] != "completed":
+            assert time.monotonic() < deadline + 60, log.read_text()[-3000:]
+            time.sleep(0.3)
     finally:
         _stop(again)
+    assert again.returncode == 0, log.read_text()[-3000:]
+
+
+def _children(parent: int) -> list[tuple[int, str]]:
+    """(pid, command line) of each process whose parent is `parent`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except (OSError, ValueError):
+                continue
+            if ppid == parent:
+                found.append((int(entry.name), cmd))
+    return found
 
 
 def _start(env: dict[str, str], port: int, log: Path) -> tuple[subprocess.Popen[bytes], Path]:

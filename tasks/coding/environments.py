@@ -173,6 +173,10 @@ def set_up(root: Path, plan: setup_plan.SetupPlan, key: str, policy: RunPolicy,
                 (node_modules / name).mkdir(exist_ok=True)
         seconds = round(time.monotonic() - started, 3)
         size = _size(building)
+        if (over := _over_share(size)) is not None:
+            shutil.rmtree(building, ignore_errors=True)
+            return {"key": key, "status": "failed", "error": over, "output": text,
+                    "kinds": list(plan.kinds), "notes": list(plan.notes), "seconds": seconds}
         shutil.rmtree(path_for(key), ignore_errors=True)
         building.rename(path_for(key))
         marker(key).write_text(json.dumps({
@@ -181,6 +185,21 @@ def set_up(root: Path, plan: setup_plan.SetupPlan, key: str, policy: RunPolicy,
     evict(keep=key)
     return {"key": key, "status": "installed", "kinds": list(plan.kinds),
             "notes": list(plan.notes), "output": text, "seconds": seconds}
+
+
+SHARE = 4  # one environment may take 1/SHARE of the budget
+
+
+def _over_share(size: int) -> str | None:
+    """Why an environment of `size` bytes is not kept: the setup is the tenant's code, and
+    every kept environment stays on the disk PostgreSQL shares (the budget's eviction spares
+    what was used lately, so it cannot be what bounds one tenant)."""
+    share = get_settings().code_env_max_bytes // SHARE
+    if size <= share:
+        return None
+    mib = 1024 * 1024
+    return (f"the set-up environment holds {size / mib:.0f} MiB, over the {share / mib:.0f} "
+            f"MiB one may take (a {SHARE}th of SWITCHYARD_CODE_ENV_MAX_BYTES): not kept")
 
 
 def evict(keep: str | None = None) -> list[str]:

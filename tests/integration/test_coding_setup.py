@@ -16,6 +16,7 @@ import pytest
 
 from tasks.services import egress
 from tasks.services.egress_proxy import destination
+from tasks.settings import get_settings
 from tests.integration.jobdb import tuples, wait_for
 from tests.integration.test_api_contract import Caller
 from tests.integration.test_coding_agent import alice, model, repos  # noqa: F401
@@ -168,6 +169,28 @@ def test_the_repositorys_setup_script_runs_first(alice: Caller, repos: Path,
     job = run(alice, bare)
     assert job["result"]["tests_passed"] is True, setup_output(job["id"])
     assert job["result"]["setup"]["kinds"] == ["script"]
+
+
+def test_an_environment_too_large_for_its_share_of_the_budget_is_not_kept(
+        alice: Caller, repos: Path, model: FakeAnthropic, monkeypatch) -> None:
+    # A tenant's setup may write gigabytes (4 x 1 GB files fit the per-file cap), and every
+    # kept environment stays on the disk PostgreSQL shares: one may take a quarter of
+    # SWITCHYARD_CODE_ENV_MAX_BYTES at most (here 8 MiB: 2 MiB each)
+    monkeypatch.setenv("SWITCHYARD_CODE_ENV_MAX_BYTES", str(8 * 1024 * 1024))
+    get_settings.cache_clear()
+    model.script = fixer("calc.py", "a * b", "a + b")
+    bare = bare_repo(repos, "hoarder", {
+        ".switchyard/setup.sh": 'head -c 3000000 /dev/zero > "$SWITCHYARD_ENV/blob.bin"\n',
+        "calc.py": "def add(a, b):\n    return a * b\n",
+        "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+    })
+    job = run(alice, bare)
+    setup = job["result"]["setup"]
+    assert setup["status"] == "failed", setup
+    assert "2 MiB" in setup["error"] and "SWITCHYARD_CODE_ENV_MAX_BYTES" in setup["error"], setup
+    assert not list((get_settings().data_dir / "environments").glob("*/blob.bin"))
+    monkeypatch.undo()
+    get_settings.cache_clear()
 
 
 def test_setup_reaches_the_package_indexes_and_nothing_else(alice: Caller, repos: Path,

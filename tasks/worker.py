@@ -110,7 +110,8 @@ def _hand_back_after_grace() -> None:
     abandoned step goes on beside the next run, and its late writes are fenced anyway. Each
     job's wake-up goes out before the exit (a publish returns once the broker has it), so
     the next worker takes it at once rather than after the dispatch sweep's delay; one that
-    cannot be sent is the sweep's, as ever."""
+    cannot be sent is the sweep's, as ever. (On RabbitMQ a solo worker, which consumes
+    without acks, may be pushed its own wake-up as it exits: the sweep re-sends that too.)"""
     time.sleep(get_settings().shutdown_grace_seconds + HAND_BACK_MARGIN)
     if not lifecycle.holds_runs():
         return

@@ -120,7 +120,11 @@ def test_a_step_longer_than_the_grace_period_is_handed_back_without_a_second_sig
                                            "reason": "worker shutdown"}
     assert "handed back mid-step" in a.text()
     # And a worker that comes up next takes it at once: the hand-back sent its wake-up (no
-    # beat runs here, so no dispatch sweep could)
+    # beat runs here, so no dispatch sweep could). Not on RabbitMQ with a solo worker: it
+    # consumes without acks, so the broker pushes the wake-up to the exiting worker itself,
+    # which takes it into its grave; the dispatch sweep re-sends it there.
+    if pool == "solo" and not get_settings().broker_url.startswith(("redis://", "rediss://")):
+        return
     b = procs.worker("b", pool=pool, concurrency=1)
     procs.wait(lambda: p.job(job_id)["locked_by"].endswith(f":{b.pid}"), 20,
                "worker b to take the job handed back")

@@ -44,20 +44,21 @@ def not_found(what: str) -> ApiError:
     return ApiError(404, "not_found", f"{what} not found")
 
 
-def validation_error(exc: ValidationError) -> ApiError:
+def validation_error(exc: ValidationError, *, where: str = "request body") -> ApiError:
+    """`where`: what was read ("query string" for a route's parameters)."""
     fields: dict[str, str] = {}
     for err in exc.errors():
         name = ".".join(str(p) for p in err["loc"]) or "body"
         fields[name] = "field required" if err["type"] == "missing" else err["msg"]
-    return invalid_fields(fields)
+    return invalid_fields(fields, where=where)
 
 
-def invalid_fields(fields: dict[str, str]) -> ApiError:
+def invalid_fields(fields: dict[str, str], *, where: str = "request body") -> ApiError:
     """A 422 naming each bad field (dotted path) and what is wrong with it."""
     if not fields:
-        return ApiError(422, "validation_error", "the request body is invalid")
+        return ApiError(422, "validation_error", f"the {where} is invalid")
     summary = "; ".join(f"{k}: {v}" for k, v in fields.items())
-    return ApiError(422, "validation_error", f"invalid request body: {summary}",
+    return ApiError(422, "validation_error", f"invalid {where}: {summary}",
                     {"fields": fields})
 
 

@@ -138,7 +138,7 @@ def get_jobs(pid: str):
     try:
         query = JobListQuery.model_validate(request.args.to_dict())
     except ValidationError as exc:
-        raise validation_error(exc) from None
+        raise validation_error(exc, where="query string") from None
     if query.status is not None and query.status not in JobStatus.__members__.values():
         raise ApiError(422, "validation_error", f"unknown status {query.status!r}",
                        {"field": "status"})

@@ -71,7 +71,7 @@ def get_chat(pid: str):
     try:
         page = ChatListQuery.model_validate(request.args.to_dict())
     except ValidationError as exc:
-        raise validation_error(exc) from None
+        raise validation_error(exc, where="query string") from None
     query = select(ChatMessage).where(ChatMessage.project_id == project.id)
     if page.before:
         created, message_id = decode_cursor(page.before)

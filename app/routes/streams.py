@@ -69,7 +69,7 @@ def _older(sub: Subscription):
     try:
         query = EventPageQuery.model_validate(request.args.to_dict())
     except ValidationError as exc:
-        raise validation_error(exc) from None
+        raise validation_error(exc, where="query string") from None
     events, nxt = event_log.older(sub, query.before, query.limit, query.type_list())
     return jsonify({"items": [e.as_json() for e in events], "next": nxt})
 
